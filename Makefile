@@ -1,0 +1,57 @@
+# binlake — `make help` lists the targets.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export SPARK_LOCAL_IP := 127.0.0.1
+export BINLAKE_IVY_DIR := $(CURDIR)/.cache/ivy
+export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
+DB_ENV = eval "$$(scripts/db.sh env)"
+
+.PHONY: help setup db-up db-down test lint unit integration run bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+setup: $(VENV)/.installed .cache/.delta-jars /usr/sbin/mariadbd ## Virtualenv, MariaDB server, Delta jars
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+/usr/sbin/mariadbd:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client >/dev/null
+
+.cache/.delta-jars: $(VENV)/.installed
+	$(PY) -m binlake.spark  # resolves Delta's jars from Maven Central into .cache/ivy
+	touch $@
+
+db-up: /usr/sbin/mariadbd ## Start the project's MariaDB (127.0.0.1:13306, data in .db/)
+	scripts/db.sh up
+
+db-down: ## Stop the project's MariaDB
+	scripts/db.sh down
+
+lint: $(VENV)/.installed ## ruff check, ruff format --check, mypy on src/
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/mypy src
+
+unit: $(VENV)/.installed ## Unit tests only (no database, no Spark)
+	$(VENV)/bin/pytest -q tests/unit
+
+test: setup lint db-up ## Lint, unit and integration tests against the real MariaDB, binlog and Delta
+	$(DB_ENV) && $(VENV)/bin/pytest -q -p no:cacheprovider tests
+
+run: setup db-up ## Demo: load fixtures/shop.sql, snapshot it into ./lakehouse, stream, print status
+	$(DB_ENV) && scripts/db.sh sql < fixtures/shop.sql
+	$(DB_ENV) && $(VENV)/bin/binlake run --config fixtures/demo.yml
+	$(DB_ENV) && $(VENV)/bin/binlake status --config fixtures/demo.yml
+
+bench: setup db-up ## Throughput benchmark (BENCH_ROWS rows, default 1,000,000)
+	$(DB_ENV) && $(PY) -m bench.run
+
+clean: ## Remove the lakehouse and caches (keeps the venv and the database)
+	rm -rf lakehouse .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,102 @@
+"""`binlake` command line: parses arguments, builds the config and the Spark session once, and
+calls the job entry points in `binlake.jobs` (the same functions the bundle's tasks call)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from binlake.config import Config, load_config, parse_config
+from binlake.errors import BinlakeError, ConfigError
+
+log = logging.getLogger("binlake")
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE (e.g. source.host=db1), got {pair!r}")
+        result[key.strip()] = value
+    return result
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    overrides = _overrides(args.set or [])
+    if args.config:
+        return load_config(args.config, overrides)
+    if not overrides:
+        raise ConfigError("give --config FILE (and/or --set KEY=VALUE for every required key)")
+    return parse_config({}, overrides)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="binlake", description="Lock-free MySQL/MariaDB snapshots and CDC into Delta Lake."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--config", help="YAML config file")
+        sub.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override a config key, e.g. --set snapshot.parallelism=2 (repeatable)",
+        )
+        return sub
+
+    command("snapshot", "bronze snapshot: plan chunks, read them lock-free, write bronze")
+    stream = command("stream", "silver stream: tail the binlog and MERGE into silver")
+    stream.add_argument(
+        "--available-now", action="store_true", help="catch up to the binlog head, then stop"
+    )
+    command("run", "snapshot, then stream with --available-now")
+    command("status", "chunks done/total, rows and stream lag per table")
+    command("verify", "compare silver with the source chunk by chunk; exit 1 on a difference")
+    bundle = commands.add_parser("bundle", help="run, validate or deploy the job bundle")
+    bundle.add_argument("bundle_args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        if args.command == "bundle":
+            from binlake.bundle.cli import main as bundle_main
+
+            return bundle_main(args.bundle_args)
+        config = config_from_args(args)
+        from binlake import jobs
+        from binlake.spark import get_or_create
+
+        spark = get_or_create()
+        if args.command == "snapshot":
+            jobs.snapshot(spark, config)
+        elif args.command == "stream":
+            jobs.stream(spark, config, available_now=args.available_now)
+        elif args.command == "run":
+            jobs.run(spark, config)
+        elif args.command == "status":
+            print(jobs.status(spark, config))
+        elif args.command == "verify":
+            return jobs.verify(spark, config)
+    except BinlakeError as exc:
+        print(f"binlake: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

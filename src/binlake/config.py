@@ -1,0 +1,210 @@
+"""The YAML configuration: one validated object per concern, built once at the entry point.
+
+The key names are a contract (DESIGN.md, "Interfaces"); bundle job parameters map onto the same
+dotted keys through `overrides`. Secrets are references: `source.password_env` names an
+environment variable; an inline `source.password` is accepted for local use but never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from binlake.errors import ConfigError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceConfig(_Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 3306
+    user: str = "binlake"
+    #: Name of the environment variable that holds the password (preferred).
+    password_env: str | None = "BINLAKE_SOURCE_PASSWORD"
+    #: Inline password, for throwaway local setups only.
+    password: SecretStr | None = None
+    database: str
+    #: Table names or regular expressions (fully matched); omitted = every base table.
+    tables: list[str] | None = None
+    #: Replica server ids for binlog connections: the snapshot uses one per parallel reader,
+    #: the stream uses the last id of the range. Two connections with one id evict each other.
+    server_id_range: tuple[int, int] = (5400, 5499)
+    connect_timeout_s: float = 10.0
+
+    @field_validator("server_id_range")
+    @classmethod
+    def _range_ordered(cls, value: tuple[int, int]) -> tuple[int, int]:
+        low, high = value
+        if not 1 <= low <= high < 2**32:
+            raise ValueError(f"must be [low, high] with 1 <= low <= high < 2^32, got {list(value)}")
+        return value
+
+    def resolve_password(self) -> str:
+        """The password, read from the environment at the moment it is needed."""
+        if self.password is not None:
+            return self.password.get_secret_value()
+        if self.password_env:
+            value = os.environ.get(self.password_env)
+            if value is None:
+                raise ConfigError(
+                    f"source.password_env names the environment variable {self.password_env!r}, "
+                    "which is not set: export it, or set source.password for a local setup"
+                )
+            return value
+        return ""
+
+
+class SnapshotConfig(_Section):
+    #: Rows per chunk.
+    chunk_size: Annotated[int, Field(ge=1)] = 8096
+    #: Chunks read at once (Spark tasks).
+    parallelism: Annotated[int, Field(ge=1)] = 4
+    #: Split key per table, required for tables without a primary key.
+    split_keys: dict[str, str] = Field(default_factory=dict)
+    #: Even splitting applies while (max - min + 1) / rows lies within these bounds (Flink's).
+    distribution_factor_upper: Annotated[float, Field(gt=0)] = 1000.0
+    distribution_factor_lower: Annotated[float, Field(gt=0)] = 0.05
+    #: Chunks committed to bronze and the ledger together; 0 = 4 × parallelism. Smaller loses
+    #: less work to a crash, larger spends less time in Delta commits.
+    chunks_per_commit: Annotated[int, Field(ge=0)] = 0
+
+    @property
+    def commit_batch(self) -> int:
+        return self.chunks_per_commit or 4 * self.parallelism
+
+
+class LakeConfig(_Section):
+    root: str = "./lakehouse"
+    #: Unity Catalog names on Databricks; unused locally.
+    catalog: str | None = None
+    bronze_schema: str = "bronze"
+    silver_schema: str = "silver"
+
+    def path(self, *parts: str) -> str:
+        return str(Path(self.root, *parts).absolute()) if "://" not in self.root else "/".join(
+            [self.root.rstrip("/"), *parts]
+        )
+
+
+class StreamConfig(_Section):
+    startup_mode: Literal["initial", "latest-offset", "specific-offset", "timestamp"] = "initial"
+    #: For specific-offset: the binlog file and position to start at.
+    startup_file: str | None = None
+    startup_pos: int | None = None
+    #: For timestamp: the first event at or after this time (ISO 8601, UTC if no zone).
+    startup_timestamp: datetime | None = None
+    trigger_interval: str = "5s"
+    #: Binlog events read per micro-batch at most (bounds memory and batch latency).
+    max_events_per_batch: Annotated[int, Field(ge=1)] = 200_000
+    job_name: str = "silver"
+
+    @field_validator("trigger_interval")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if not _DURATION.match(value):
+            raise ValueError(f"expected a duration like '5s', '500ms' or '1m', got {value!r}")
+        return value
+
+    @property
+    def trigger_seconds(self) -> float:
+        match = _DURATION.match(self.trigger_interval)
+        assert match is not None
+        return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+    @model_validator(mode="after")
+    def _mode_needs_its_keys(self) -> StreamConfig:
+        if self.startup_mode == "specific-offset" and (
+            self.startup_file is None or self.startup_pos is None
+        ):
+            raise ValueError("startup_mode specific-offset needs startup_file and startup_pos")
+        if self.startup_mode == "timestamp" and self.startup_timestamp is None:
+            raise ValueError("startup_mode timestamp needs startup_timestamp")
+        return self
+
+
+class Config(_Section):
+    source: SourceConfig
+    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
+    lake: LakeConfig = Field(default_factory=LakeConfig)
+    stream: StreamConfig = Field(default_factory=StreamConfig)
+
+    @model_validator(mode="after")
+    def _enough_server_ids(self) -> Config:
+        low, high = self.source.server_id_range
+        needed = self.snapshot.parallelism + 1
+        if high - low + 1 < needed:
+            raise ValueError(
+                f"source.server_id_range {[low, high]} holds {high - low + 1} ids; "
+                f"snapshot.parallelism {self.snapshot.parallelism} plus the stream need {needed}"
+            )
+        return self
+
+    @property
+    def stream_server_id(self) -> int:
+        return self.source.server_id_range[1]
+
+    def snapshot_server_id(self, reader: int) -> int:
+        return self.source.server_id_range[0] + reader
+
+
+def load_config(path: str | Path, overrides: dict[str, str] | None = None) -> Config:
+    """Read, override and validate a config file; raise `ConfigError` naming the bad key."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    return parse_config(raw, overrides)
+
+
+def parse_config(raw: dict[str, Any], overrides: dict[str, str] | None = None) -> Config:
+    """Validate a config mapping; `overrides` are dotted keys with YAML-typed values."""
+    raw = _apply_overrides(raw, overrides or {})
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+            for err in exc.errors(include_url=False, include_input=False)
+        )
+        raise ConfigError(f"invalid config: {problems}") from None
+
+
+def _apply_overrides(raw: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:
+    merged: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for dotted, text in overrides.items():
+        section, _, key = dotted.partition(".")
+        if not key:
+            raise ConfigError(f"override {dotted!r} must be a dotted key like 'source.host'")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        target = merged.setdefault(section, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"override {dotted!r}: {section!r} is not a section")
+        target[key] = value
+    return merged

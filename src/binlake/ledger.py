@@ -1,0 +1,180 @@
+"""The chunk ledger: a Delta table of every chunk's plan and, once finished, its watermarks.
+
+It is Flink CDC's checkpointed split state. The plan of a table is written in one commit before
+any of its chunks is read, and reused on restart (re-splitting would misalign the chunks that
+already finished). A chunk becomes `finished` only after its rows are committed to bronze, so a
+crash between the two re-reads the chunk, and the idempotent bronze commit replaces its rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from binlake.chunks import ChunkRange, decode_key, encode_key
+from binlake.errors import LedgerError
+from binlake.offsets import BinlogOffset
+
+PENDING = "pending"
+FINISHED = "finished"
+
+SCHEMA = T.StructType(
+    [
+        T.StructField("table", T.StringType(), False),
+        T.StructField("chunk_id", T.IntegerType(), False),
+        T.StructField("split_column", T.StringType(), False),
+        T.StructField("start", T.StringType(), True),
+        T.StructField("end", T.StringType(), True),
+        T.StructField("status", T.StringType(), False),
+        T.StructField("lw_file", T.StringType(), True),
+        T.StructField("lw_pos", T.LongType(), True),
+        T.StructField("hw_file", T.StringType(), True),
+        T.StructField("hw_pos", T.LongType(), True),
+        T.StructField("rows", T.LongType(), True),
+        T.StructField("updated_at", T.TimestampType(), False),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkState:
+    """One ledger row."""
+
+    table: str
+    chunk_id: int
+    split_column: str
+    range: ChunkRange
+    status: str = PENDING
+    lw: BinlogOffset | None = None
+    hw: BinlogOffset | None = None
+    rows: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status == FINISHED
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkResult:
+    """What a chunk read reports back for the ledger."""
+
+    table: str
+    chunk_id: int
+    lw: BinlogOffset
+    hw: BinlogOffset
+    rows: int
+
+
+class Ledger:
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        self._spark = spark
+        self.path = path
+
+    def _table(self) -> DeltaTable:
+        return (
+            DeltaTable.createIfNotExists(self._spark)
+            .location(self.path)
+            .addColumns(SCHEMA)
+            .execute()
+        )
+
+    def exists(self) -> bool:
+        return DeltaTable.isDeltaTable(self._spark, self.path)
+
+    def chunks(self, table: str | None = None) -> list[ChunkState]:
+        """All ledger rows (of one table), ordered by table and chunk id."""
+        if not self.exists():
+            return []
+        frame = self._spark.read.format("delta").load(self.path)
+        if table is not None:
+            frame = frame.where(frame["table"] == table)
+        states = [_state(row.asDict()) for row in frame.collect()]
+        return sorted(states, key=lambda s: (s.table, s.chunk_id))
+
+    def record_plan(
+        self, table: str, split_column: str, plan: Callable[[], list[ChunkRange]]
+    ) -> list[ChunkState]:
+        """The plan already recorded for `table`, or `plan()` persisted whole in one commit."""
+        existing = self.chunks(table)
+        if existing:
+            if existing[0].split_column != split_column:
+                raise LedgerError(
+                    f"the ledger planned {table} by column {existing[0].split_column!r}, the "
+                    f"config now splits it by {split_column!r}: restore the split key, or delete "
+                    "the table's ledger rows and bronze table to re-snapshot it"
+                )
+            return existing
+        states = [ChunkState(table, i, split_column, r) for i, r in enumerate(plan())]
+        self._table()
+        rows = [_row(s) for s in states]
+        self._spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("append").save(
+            self.path
+        )
+        return states
+
+    def mark_finished(self, results: Iterable[ChunkResult]) -> None:
+        """One MERGE that marks the chunks finished with their watermarks and row counts."""
+        now = datetime.now(timezone.utc)
+        updates = [
+            (r.table, r.chunk_id, r.lw.file, r.lw.pos, r.hw.file, r.hw.pos, r.rows, now)
+            for r in results
+        ]
+        if not updates:
+            return
+        source = self._spark.createDataFrame(
+            updates,
+            "table string, chunk_id int, lw_file string, lw_pos long, hw_file string, "
+            "hw_pos long, rows long, updated_at timestamp",
+        )
+        (
+            self._table()
+            .alias("l")
+            .merge(source.alias("s"), "l.table = s.table AND l.chunk_id = s.chunk_id")
+            .whenMatchedUpdate(
+                set={
+                    "status": f"'{FINISHED}'",
+                    **{c: f"s.{c}" for c in ("lw_file", "lw_pos", "hw_file", "hw_pos", "rows")},
+                    "updated_at": "s.updated_at",
+                }
+            )
+            .execute()
+        )
+
+
+def _row(state: ChunkState) -> tuple[object, ...]:
+    return (
+        state.table,
+        state.chunk_id,
+        state.split_column,
+        encode_key(state.range.start),
+        encode_key(state.range.end),
+        state.status,
+        state.lw.file if state.lw else None,
+        state.lw.pos if state.lw else None,
+        state.hw.file if state.hw else None,
+        state.hw.pos if state.hw else None,
+        state.rows,
+        datetime.now(timezone.utc),
+    )
+
+
+def _state(row: dict[str, object]) -> ChunkState:
+    def offset(prefix: str) -> BinlogOffset | None:
+        file, pos = row[f"{prefix}_file"], row[f"{prefix}_pos"]
+        return BinlogOffset(str(file), int(pos)) if file is not None and pos is not None else None  # type: ignore[call-overload]
+
+    return ChunkState(
+        table=str(row["table"]),
+        chunk_id=int(row["chunk_id"]),  # type: ignore[call-overload]
+        split_column=str(row["split_column"]),
+        range=ChunkRange(decode_key(row["start"]), decode_key(row["end"])),  # type: ignore[arg-type]
+        status=str(row["status"]),
+        lw=offset("lw"),
+        hw=offset("hw"),
+        rows=int(row["rows"]) if row["rows"] is not None else None,  # type: ignore[call-overload]
+    )

@@ -1,0 +1,330 @@
+"""The source database: connections, the binlog head, validation and table discovery.
+
+Everything here talks to MySQL/MariaDB through PyMySQL with bound parameters; identifiers are
+quoted by `quote` and never come from row values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from binlake.config import Config, SourceConfig
+from binlake.errors import SourceError
+from binlake.offsets import BinlogOffset
+
+# MySQL/MariaDB error codes we turn into advice.
+ER_ACCESS_DENIED = 1045
+ER_DBACCESS_DENIED = 1044
+ER_BAD_DB = 1049
+ER_SPECIFIC_ACCESS_DENIED = 1227
+ER_TABLEACCESS_DENIED = 1142
+CR_CONNECTION_ERROR = 2003
+
+
+def quote(identifier: str) -> str:
+    """Quote a MySQL identifier (the one place SQL names are built from strings)."""
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def connect(source: SourceConfig, **options: Any) -> pymysql.Connection:
+    """Open a connection in UTC with the server's binary-safe defaults.
+
+    `time_zone = '+00:00'` makes TIMESTAMP values arrive in UTC, matching the binlog's epoch
+    seconds, so both paths land the same instant.
+    """
+    try:
+        conn = pymysql.connect(
+            host=source.host,
+            port=source.port,
+            user=source.user,
+            password=source.resolve_password(),
+            database=source.database,
+            charset="utf8mb4",
+            connect_timeout=int(source.connect_timeout_s),
+            autocommit=True,
+            init_command="SET time_zone = '+00:00'",
+            **options,
+        )
+    except pymysql.err.OperationalError as exc:
+        raise _connect_error(source, exc) from None
+    return conn
+
+
+def _connect_error(source: SourceConfig, exc: pymysql.err.OperationalError) -> SourceError:
+    code = exc.args[0] if exc.args else None
+    where = f"{source.host}:{source.port}"
+    if code == ER_ACCESS_DENIED:
+        hint = f"${source.password_env}" if source.password is None else "source.password"
+        return SourceError(
+            f"access denied for user {source.user!r} at {where}: check source.user and {hint}"
+        )
+    if code in (ER_BAD_DB, ER_DBACCESS_DENIED):
+        return SourceError(
+            f"database {source.database!r} does not exist at {where} or {source.user!r} "
+            "may not use it: check source.database and the user's grants"
+        )
+    return SourceError(f"cannot connect to {where}: {exc.args[-1] if exc.args else exc}")
+
+
+@contextmanager
+def connection(source: SourceConfig, **options: Any) -> Iterator[pymysql.Connection]:
+    conn = connect(source, **options)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def query(conn: pymysql.Connection, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(sql, tuple(args))
+        return list(cur.fetchall())
+
+
+def current_offset(conn: pymysql.Connection) -> BinlogOffset:
+    """The binlog head: `SHOW MASTER STATUS` (MySQL ≥ 8.4 spells it `SHOW BINARY LOG STATUS`)."""
+    try:
+        rows = query(conn, "SHOW MASTER STATUS")
+    except pymysql.err.ProgrammingError:
+        rows = query(conn, "SHOW BINARY LOG STATUS")
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
+            raise SourceError(
+                "the source user may not read the binlog position: "
+                "GRANT REPLICATION CLIENT (BINLOG MONITOR on MariaDB) ON *.* to it"
+            ) from None
+        raise
+    if not rows:
+        raise SourceError(
+            "the source's binlog is off (SHOW MASTER STATUS is empty): start the server with "
+            "log_bin, binlog_format=ROW and binlog_row_image=FULL"
+        )
+    return BinlogOffset(rows[0][0], int(rows[0][1]))
+
+
+def binlog_files(conn: pymysql.Connection) -> list[str]:
+    return [row[0] for row in query(conn, "SHOW BINARY LOGS")]
+
+
+def is_mariadb(conn: pymysql.Connection) -> bool:
+    return "mariadb" in str(query(conn, "SELECT VERSION()")[0][0]).lower()
+
+
+# ---------------------------------------------------------------------------------------------
+# Table schemas
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One source column, as information_schema describes it."""
+
+    name: str
+    data_type: str  # lower case: int, bigint, decimal, varchar, datetime, ...
+    column_type: str  # full type: "bigint(20) unsigned", "decimal(10,2)", "enum('a','b')"
+    nullable: bool
+    precision: int | None = None
+    scale: int | None = None
+    datetime_precision: int | None = None
+    charset: str | None = None
+    collation: str | None = None
+
+    @property
+    def unsigned(self) -> bool:
+        return "unsigned" in self.column_type
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    """A captured table: its columns in ordinal order, its row key and its split column."""
+
+    database: str
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]  # primary key, or the unique split key of a key-less table
+    split_column: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.database}.{self.name}"
+
+    @property
+    def sql_name(self) -> str:
+        return f"{quote(self.database)}.{quote(self.name)}"
+
+    def column(self, name: str) -> Column:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        raise KeyError(name)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def key_indexes(self) -> tuple[int, ...]:
+        names = self.column_names
+        return tuple(names.index(k) for k in self.key)
+
+    @property
+    def split_index(self) -> int:
+        return self.column_names.index(self.split_column)
+
+
+def _table_names(conn: pymysql.Connection, database: str) -> list[str]:
+    rows = query(
+        conn,
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY table_name",
+        (database,),
+    )
+    return [r[0] for r in rows]
+
+
+def select_tables(available: list[str], patterns: list[str] | None, database: str) -> list[str]:
+    """Resolve `source.tables` (names or fully-matched regexes) against the existing tables."""
+    if patterns is None:
+        return list(available)
+    chosen: list[str] = []
+    for pattern in patterns:
+        if pattern in available:
+            matched = [pattern]
+        else:
+            try:
+                regex = re.compile(pattern)
+            except re.error:
+                matched = []
+            else:
+                matched = [t for t in available if regex.fullmatch(t)]
+        if not matched:
+            raise SourceError(
+                f"table {database}.{pattern} does not exist (no base table matches "
+                f"{pattern!r}): fix source.tables"
+            )
+        chosen.extend(t for t in matched if t not in chosen)
+    return chosen
+
+
+def load_schema(
+    conn: pymysql.Connection, database: str, table: str, split_keys: dict[str, str]
+) -> TableSchema:
+    columns = tuple(
+        Column(
+            name=r[0],
+            data_type=r[1].lower(),
+            column_type=r[2].lower(),
+            nullable=r[3] == "YES",
+            precision=r[4],
+            scale=r[5],
+            datetime_precision=r[6],
+            charset=r[7],
+            collation=r[8],
+        )
+        for r in query(
+            conn,
+            "SELECT column_name, data_type, column_type, is_nullable, numeric_precision, "
+            "numeric_scale, datetime_precision, character_set_name, collation_name "
+            "FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+            "ORDER BY ordinal_position",
+            (database, table),
+        )
+    )
+    primary = tuple(
+        r[0]
+        for r in query(
+            conn,
+            "SELECT column_name FROM information_schema.key_column_usage "
+            "WHERE table_schema = %s AND table_name = %s AND constraint_name = 'PRIMARY' "
+            "ORDER BY ordinal_position",
+            (database, table),
+        )
+    )
+    names = [c.name for c in columns]
+    configured = split_keys.get(table)
+    if configured is not None and configured not in names:
+        raise SourceError(
+            f"snapshot.split_keys.{table} names column {configured!r}, which {database}.{table} "
+            f"does not have (columns: {', '.join(names)})"
+        )
+    if not primary and configured is None:
+        raise SourceError(
+            f"table {database}.{table} has no primary key: set snapshot.split_keys.{table} "
+            "to a unique, non-null column"
+        )
+    split = configured or primary[0]
+    return TableSchema(database, table, columns, primary or (split,), split)
+
+
+def discover(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
+    """The captured tables' schemas, in name order."""
+    database = config.source.database
+    tables = select_tables(_table_names(conn, database), config.source.tables, database)
+    unknown = sorted(set(config.snapshot.split_keys) - set(tables))
+    if unknown:
+        raise SourceError(
+            f"snapshot.split_keys names tables that are not captured: {', '.join(unknown)}"
+        )
+    return [load_schema(conn, database, t, config.snapshot.split_keys) for t in tables]
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+
+
+def _variable(conn: pymysql.Connection, name: str) -> str | None:
+    rows = query(conn, "SHOW GLOBAL VARIABLES LIKE %s", (name,))
+    return str(rows[0][1]) if rows else None
+
+
+def check_binlog_settings(conn: pymysql.Connection) -> None:
+    """log_bin on, ROW format, FULL row image: each failure names the setting to change."""
+    expected = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
+    for name, want in expected.items():
+        found = _variable(conn, name)
+        if found is None and name == "binlog_row_image":
+            continue  # servers older than 5.6 always log full rows
+        if (found or "").upper() != want:
+            raise SourceError(
+                f"the source has {name}={found or 'unset'}; binlake needs {name}={want} "
+                "(set it in the server's config and restart it)"
+            )
+
+
+def check_privileges(conn: pymysql.Connection, tables: list[TableSchema]) -> None:
+    grants = " ".join(str(r[0]).upper() for r in query(conn, "SHOW GRANTS"))
+    if "ALL PRIVILEGES ON *.*" not in grants:
+        if "REPLICATION SLAVE" not in grants and "REPLICATION REPLICA" not in grants:
+            raise SourceError(
+                "the source user lacks REPLICATION SLAVE: GRANT REPLICATION SLAVE ON *.* to it"
+            )
+        if not any(p in grants for p in ("REPLICATION CLIENT", "BINLOG MONITOR", "SUPER")):
+            raise SourceError(
+                "the source user lacks REPLICATION CLIENT (BINLOG MONITOR on MariaDB): "
+                "GRANT it ON *.*"
+            )
+    for table in tables:
+        try:
+            query(conn, f"SELECT 1 FROM {table.sql_name} LIMIT 0")
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] == ER_TABLEACCESS_DENIED:
+                raise SourceError(
+                    f"the source user may not SELECT from {table.qualified}: GRANT SELECT on it"
+                ) from None
+            raise
+
+
+def validate(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
+    """Check everything the snapshot and the stream rely on, before any work starts."""
+    check_binlog_settings(conn)
+    current_offset(conn)
+    tables = discover(conn, config)
+    if not tables:
+        raise SourceError(f"database {config.source.database!r} has no tables to capture")
+    check_privileges(conn, tables)
+    return tables

@@ -1,0 +1,238 @@
+"""MySQL types to Spark types, and one value normaliser per column for both read paths.
+
+The snapshot reads values through PyMySQL's text protocol; the binlog path decodes row images with
+python-mysql-replication. They disagree in the small print (BIT is bytes in one and a '0101'
+string in the other, a SET a comma string or a Python set, an unsigned BIGINT negative when the
+binlog lacks signedness metadata, BINARY(n) padded or stripped, TIMESTAMP naive in the session's
+zone). Every value from either path goes through the same `Normalizer`, so a value lands in Delta
+identically whichever path brought it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from binlake.source import Column, TableSchema
+
+Normalizer = Callable[[Any], Any]
+
+_INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
+_STRING_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "json"}
+_BINARY_TYPES = {
+    "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point",
+    "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+    "geometrycollection",
+}  # fmt: skip
+_MAX_SPARK_DECIMAL = 38
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnMapping:
+    """How one source column lands: its Spark type, its Arrow type and its value normaliser."""
+
+    name: str
+    spark: T.DataType
+    arrow: pa.DataType
+    normalize: Normalizer
+
+
+def map_column(column: Column) -> ColumnMapping:
+    spark, normalize = _spark_and_normalizer(column)
+    return ColumnMapping(column.name, spark, _arrow_type(spark), _null_safe(normalize))
+
+
+def map_table(table: TableSchema) -> tuple[ColumnMapping, ...]:
+    return tuple(map_column(c) for c in table.columns)
+
+
+def spark_schema(table: TableSchema) -> T.StructType:
+    return T.StructType([T.StructField(m.name, m.spark, True) for m in map_table(table)])
+
+
+def _null_safe(normalize: Normalizer) -> Normalizer:
+    def apply(value: Any) -> Any:
+        return None if value is None else normalize(value)
+
+    return apply
+
+
+def _spark_and_normalizer(column: Column) -> tuple[T.DataType, Normalizer]:
+    kind = column.data_type
+    if kind in _INT_BITS:
+        return _integer(column)
+    if kind == "decimal":
+        precision, scale = column.precision or 10, column.scale or 0
+        if precision > _MAX_SPARK_DECIMAL:
+            return T.StringType(), _decimal_text
+        return T.DecimalType(precision, scale), _to_decimal
+    if kind == "float":
+        return T.FloatType(), float
+    if kind in ("double", "real"):
+        return T.DoubleType(), float
+    if kind == "bit":
+        return T.LongType(), _bit
+    if kind == "year":
+        return T.IntegerType(), int
+    if kind == "date":
+        return T.DateType(), _date
+    if kind == "datetime":
+        return T.TimestampNTZType(), _datetime
+    if kind == "timestamp":
+        # Both paths deliver naive UTC (the snapshot session runs in +00:00; the binlog stores
+        # epoch seconds); Spark's TimestampType is an instant, rendered in the session zone.
+        return T.TimestampType(), _datetime
+    if kind == "time":
+        return T.StringType(), _time_text(column.datetime_precision or 0)
+    if kind == "set":
+        return T.StringType(), _set_text(_enum_values(column.column_type))
+    if kind == "json":
+        return T.StringType(), _json_text
+    if kind in _STRING_TYPES:
+        return T.StringType(), _text
+    if kind in _BINARY_TYPES:
+        if kind == "binary":
+            return T.BinaryType(), _padded_binary(_declared_length(column.column_type))
+        return T.BinaryType(), _bytes
+    raise ValueError(f"column {column.name!r} has unsupported type {column.column_type!r}")
+
+
+def _integer(column: Column) -> tuple[T.DataType, Normalizer]:
+    bits = _INT_BITS[column.data_type]
+    if column.unsigned:
+        # Without binlog_row_metadata=FULL the binlog reader decodes unsigned columns as signed.
+        def unsigned(value: Any) -> int:
+            number = int(value)
+            return number + (1 << bits) if number < 0 else number
+
+        spark: T.DataType = T.DecimalType(20, 0) if bits == 64 else T.LongType()
+        if bits == 64:
+            return spark, lambda v: Decimal(unsigned(v))
+        return spark, unsigned
+    return (T.LongType() if bits == 64 else T.IntegerType()), int
+
+
+def _to_decimal(value: Any) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def _decimal_text(value: Any) -> str:
+    return str(_to_decimal(value))
+
+
+def _bit(value: Any) -> int:
+    if isinstance(value, bytes | bytearray):
+        return int.from_bytes(value, "big")
+    if isinstance(value, str):  # python-mysql-replication: '0101'
+        return int(value, 2) if value else 0
+    return int(value)
+
+
+def _date(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return None  # zero or invalid dates ('0000-00-00') have no Spark value
+
+
+def _datetime(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    return None  # '0000-00-00 00:00:00'
+
+
+def _time_text(precision: int) -> Normalizer:
+    def render(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        assert isinstance(value, timedelta)
+        micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+        sign = "-" if micros < 0 else ""
+        micros = abs(micros)
+        seconds, fraction = divmod(micros, 1_000_000)
+        hours, rest = divmod(seconds, 3600)
+        text = f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+        return f"{text}.{fraction:06d}"[: len(text) + 1 + precision] if precision else text
+
+    return render
+
+
+def _enum_values(column_type: str) -> list[str]:
+    inner = column_type[column_type.index("(") + 1 : column_type.rindex(")")]
+    return [v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'", inner)]
+
+
+def _set_text(members: list[str]) -> Normalizer:
+    def render(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        chosen = set(value)
+        return ",".join(m for m in members if m in chosen)
+
+    return render
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return value.decode("utf-8")
+    if isinstance(value, str):
+        return value
+    # MySQL's binary JSON arrives as Python objects; MySQL renders JSON with ", " and ": ".
+    return json.dumps(_decode_json_bytes(value), ensure_ascii=False)
+
+
+def _decode_json_bytes(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, dict):
+        return {_decode_json_bytes(k): _decode_json_bytes(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_json_bytes(v) for v in value]
+    return value
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes | bytearray) else str(value)
+
+
+def _bytes(value: Any) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+
+
+def _declared_length(column_type: str) -> int:
+    match = re.search(r"\((\d+)\)", column_type)
+    return int(match.group(1)) if match else 1
+
+
+def _padded_binary(length: int) -> Normalizer:
+    # BINARY(n) is right-padded with 0x00 when read, but stored stripped in the binlog.
+    def pad(value: Any) -> bytes:
+        return _bytes(value).ljust(length, b"\x00")
+
+    return pad
+
+
+def _arrow_type(spark: T.DataType) -> pa.DataType:
+    if isinstance(spark, T.DecimalType):
+        return pa.decimal128(spark.precision, spark.scale)
+    simple: dict[type, pa.DataType] = {
+        T.IntegerType: pa.int32(),
+        T.LongType: pa.int64(),
+        T.FloatType: pa.float32(),
+        T.DoubleType: pa.float64(),
+        T.StringType: pa.string(),
+        T.BinaryType: pa.binary(),
+        T.DateType: pa.date32(),
+        T.TimestampNTZType: pa.timestamp("us"),
+        T.TimestampType: pa.timestamp("us", tz="UTC"),
+    }
+    return simple[type(spark)]
