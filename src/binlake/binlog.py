@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pymysql
@@ -127,11 +127,21 @@ def _changes(
             position = ChangePosition(offset, index)
             if isinstance(event, WriteRowsEvent):
                 change = RowChange(
-                    qualified, Op.INSERT, position, None, decoder.row(row["values"]), event.timestamp
+                    qualified,
+                    Op.INSERT,
+                    position,
+                    None,
+                    decoder.row(row["values"]),
+                    event.timestamp,
                 )
             elif isinstance(event, DeleteRowsEvent):
                 change = RowChange(
-                    qualified, Op.DELETE, position, decoder.row(row["values"]), None, event.timestamp
+                    qualified,
+                    Op.DELETE,
+                    position,
+                    decoder.row(row["values"]),
+                    None,
+                    event.timestamp,
                 )
             else:
                 change = RowChange(
@@ -162,12 +172,10 @@ def _replication_error(
     return SourceError(f"reading the binlog from {start} failed: {exc.args[-1]}")
 
 
-def first_offset_at_or_after(
-    source: SourceConfig, server_id: int, when: datetime
-) -> BinlogOffset:
+def first_offset_at_or_after(source: SourceConfig, server_id: int, when: datetime) -> BinlogOffset:
     """The transaction boundary before the first event committed at or after `when` (for the
     `timestamp` startup mode): the head of the binlog file that holds it, scanned forward."""
-    target = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    target = when if when.tzinfo else when.replace(tzinfo=UTC)
     epoch = int(target.timestamp())
     with connection(source) as conn:
         files = binlog_files(conn)

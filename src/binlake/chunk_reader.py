@@ -81,22 +81,40 @@ def read_chunk(
     with connection(source) as conn:
         order = key_order(conn, table)
         before = current_offset(conn)
-        log.debug("Snapshot step 1 - Determining low watermark for %s chunk %d", table.qualified, chunk_id)
+        log.debug(
+            "Snapshot step 1 - Determining low watermark for %s chunk %d", table.qualified, chunk_id
+        )
         with conn.cursor(pymysql.cursors.SSCursor) as cur:
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             lw = _snapshot_offset(conn) or before
-            log.debug("Snapshot step 2 - Reading %s chunk %d %s after %s", table.qualified, chunk_id, chunk, lw)
+            log.debug(
+                "Snapshot step 2 - Reading %s chunk %d %s after %s",
+                table.qualified,
+                chunk_id,
+                chunk,
+                lw,
+            )
             cur.execute(select_sql(table, chunk), _bounds(chunk))
             selected = {
                 key_of(row): row
-                for row in (tuple(n(v) for n, v in zip(normalizers, raw, strict=True)) for raw in cur)
+                for row in (
+                    tuple(n(v) for n, v in zip(normalizers, raw, strict=True)) for raw in cur
+                )
             }
             cur.execute("COMMIT")
         hw = current_offset(conn)
-        log.debug("Snapshot step 3 - High watermark %s for %s chunk %d", hw, table.qualified, chunk_id)
+        log.debug(
+            "Snapshot step 3 - High watermark %s for %s chunk %d", hw, table.qualified, chunk_id
+        )
         if hw <= lw:
             return ChunkRead(chunk_id, lw, hw, list(selected.values()), 0)
-        log.debug("Snapshot step 4 - Replaying binlog (%s, %s] onto %s chunk %d", lw, hw, table.qualified, chunk_id)
+        log.debug(
+            "Snapshot step 4 - Replaying binlog (%s, %s] onto %s chunk %d",
+            lw,
+            hw,
+            table.qualified,
+            chunk_id,
+        )
         changes = list(read_changes(source, server_id, [table], lw, hw))
         if order is not None:
             order.prime(

@@ -62,9 +62,7 @@ class Chunk:
     split_column: str
 
 
-def plan_even(
-    minimum: int, maximum: int, chunk_size: int, factor: float
-) -> list[ChunkRange]:
+def plan_even(minimum: int, maximum: int, chunk_size: int, factor: float) -> list[ChunkRange]:
     """Even split of an integral key: steps of `chunk_size × factor` from `minimum`.
 
     Flink CDC's `splitEvenlySizedChunks`: the first range is open below and the last open above.
@@ -161,7 +159,7 @@ def decode_key(text: str | None) -> Key:
     value = json.loads(text)
     if not isinstance(value, dict):
         return value
-    (tag, raw), = value.items()
+    ((tag, raw),) = value.items()
     decoders: dict[str, Callable[[str], Key]] = {
         "decimal": Decimal,
         "datetime": datetime.fromisoformat,
@@ -169,5 +167,3 @@ def decode_key(text: str | None) -> Key:
         "bytes": bytes.fromhex,
     }
     return decoders[tag](raw)
-
-

@@ -100,8 +100,10 @@ class LakeConfig(_Section):
     silver_schema: str = "silver"
 
     def path(self, *parts: str) -> str:
-        return str(Path(self.root, *parts).absolute()) if "://" not in self.root else "/".join(
-            [self.root.rstrip("/"), *parts]
+        return (
+            str(Path(self.root, *parts).absolute())
+            if "://" not in self.root
+            else "/".join([self.root.rstrip("/"), *parts])
         )
 
 

@@ -1,27 +1,44 @@
 """Job entry points: what the CLI commands and the bundle's tasks call.
 
-Each takes the validated `Config` and a Spark session; `binlake.cli.main` is the one place that
-builds both.
+Each takes a Spark session and the validated `Config`; `binlake.cli.main` is the one place that
+builds both (on Databricks the session is the runtime's).
 """
 
 from __future__ import annotations
-
-import logging
 
 from pyspark.sql import SparkSession
 
 from binlake.config import Config
 from binlake.snapshot import SnapshotSummary, run_snapshot
 from binlake.status import render_status
-
-log = logging.getLogger(__name__)
+from binlake.stream import StreamSummary, run_stream
+from binlake.verify import render_report, verify_silver
 
 
 def snapshot(spark: SparkSession, config: Config) -> SnapshotSummary:
-    """Bronze snapshot task: plan, read and commit every pending chunk."""
+    """Bronze snapshot task: plan, read and commit every pending chunk (a no-op when done)."""
     return run_snapshot(spark, config)
 
 
+def stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:
+    """Silver streaming task: continuous, or catch up to the binlog head and stop."""
+    return run_stream(spark, config, available_now=available_now)
+
+
+def run(spark: SparkSession, config: Config) -> StreamSummary:
+    """Snapshot, then stream with available-now: the whole pipeline once, end to end."""
+    if config.stream.startup_mode == "initial":
+        run_snapshot(spark, config)
+    return run_stream(spark, config, available_now=True)
+
+
 def status(spark: SparkSession, config: Config) -> str:
-    """Chunks done/total, rows and stream lag per table, as a printable table."""
+    """Chunks done/total, rows and the stream's lag per table, as a printable table."""
     return render_status(spark, config)
+
+
+def verify(spark: SparkSession, config: Config) -> int:
+    """Compare silver with the source; print the report; 0 if identical, 1 otherwise."""
+    report = verify_silver(spark, config)
+    print(render_report(report))
+    return 0 if report.identical else 1

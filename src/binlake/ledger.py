@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
@@ -119,7 +119,7 @@ class Ledger:
 
     def mark_finished(self, results: Iterable[ChunkResult]) -> None:
         """One MERGE that marks the chunks finished with their watermarks and row counts."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         updates = [
             (r.table, r.chunk_id, r.lw.file, r.lw.pos, r.hw.file, r.hw.pos, r.rows, now)
             for r in results
@@ -159,7 +159,7 @@ def _row(state: ChunkState) -> tuple[object, ...]:
         state.hw.file if state.hw else None,
         state.hw.pos if state.hw else None,
         state.rows,
-        datetime.now(timezone.utc),
+        datetime.now(UTC),
     )
 
 

@@ -88,4 +88,3 @@ class ChangePosition:
 def position_token(offset: BinlogOffset, row: int) -> str:
     """`_binlake_offset` values: comparable as strings in Delta MERGE conditions."""
     return f"{file_sequence(offset.file):010d}:{offset.pos:020d}:{row:08d}"
-

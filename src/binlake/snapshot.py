@@ -77,7 +77,7 @@ class SnapshotSummary:
 def run_snapshot(spark: SparkSession, config: Config) -> SnapshotSummary:
     """Snapshot every captured table; resumes from the ledger and skips finished chunks."""
     started = time.monotonic()
-    source = _with_resolved_password(config.source)
+    source = with_resolved_password(config.source)
     with connection(source) as conn:
         tables = validate(conn, config)
         ledger = Ledger(spark, ledger_path(config))
@@ -111,7 +111,7 @@ def run_snapshot(spark: SparkSession, config: Config) -> SnapshotSummary:
     return summary
 
 
-def _with_resolved_password(source: SourceConfig) -> SourceConfig:
+def with_resolved_password(source: SourceConfig) -> SourceConfig:
     """Resolve the password once on the driver, so Spark tasks need no environment of their own.
     It stays a SecretStr: never printed, never logged."""
     from pydantic import SecretStr
@@ -136,6 +136,34 @@ def _ensure_bronze(spark: SparkSession, config: Config, table: TableSchema) -> N
     )
 
 
+def read_chunks(
+    spark: SparkSession,
+    config: Config,
+    source: SourceConfig,
+    table: TableSchema,
+    chunks: list[ChunkState],
+) -> DataFrame:
+    """One Spark job reading `chunks` (at most `snapshot.parallelism` tasks), materialised.
+
+    Rows carry the bronze columns; each chunk adds one marker row (`_marker`) with its LW, HW
+    and row count. Materialised once: recomputing a chunk would read it at another HW.
+    """
+    slices = min(config.snapshot.parallelism, len(chunks))
+    descriptors = [(c.chunk_id, encode_key(c.range.start), encode_key(c.range.end)) for c in chunks]
+    plan_frame = spark.createDataFrame(
+        spark.sparkContext.parallelize(descriptors, slices),
+        "chunk_id int, start string, end string",
+    )
+    output = T.StructType(bronze_schema(table).fields + _MARKER_COLUMNS.fields)
+    reader = _ChunkBatchReader(source, table, config.source.server_id_range[0])
+    return plan_frame.mapInArrow(reader, output).localCheckpoint(eager=True)
+
+
+def chunk_rows(staged: DataFrame) -> DataFrame:
+    """The data rows of a `read_chunks` result (markers removed)."""
+    return staged.where(~F.col("_marker")).drop(*_MARKER_COLUMNS.fieldNames())
+
+
 def _read_and_commit(
     spark: SparkSession,
     config: Config,
@@ -143,18 +171,7 @@ def _read_and_commit(
     table: TableSchema,
     batch: list[ChunkState],
 ) -> list[ChunkResult]:
-    slices = min(config.snapshot.parallelism, len(batch))
-    descriptors = [
-        (c.chunk_id, encode_key(c.range.start), encode_key(c.range.end)) for c in batch
-    ]
-    plan_frame = spark.createDataFrame(
-        spark.sparkContext.parallelize(descriptors, slices),
-        "chunk_id int, start string, end string",
-    )
-    output = T.StructType(bronze_schema(table).fields + _MARKER_COLUMNS.fields)
-    reader = _ChunkBatchReader(source, table, config.source.server_id_range[0])
-    # Materialise once: recomputing a chunk would read it at a different high watermark.
-    staged = plan_frame.mapInArrow(reader, output).localCheckpoint(eager=True)
+    staged = read_chunks(spark, config, source, table, batch)
     try:
         markers = staged.where(F.col("_marker")).select(
             "_chunk_id", "_lw_file", "_lw_pos", "_hw_file", "_hw_pos", "_rows"
@@ -169,10 +186,12 @@ def _read_and_commit(
             )
             for m in markers.collect()
         ]
+        if len(results) != len(batch):
+            raise RuntimeError(f"expected {len(batch)} chunk markers, got {len(results)}")
         ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
-        rows: DataFrame = staged.where(~F.col("_marker")).drop(*_MARKER_COLUMNS.fieldNames())
         (
-            rows.coalesce(max(1, slices))
+            chunk_rows(staged)
+            .coalesce(min(config.snapshot.parallelism, len(batch)))
             .write.format("delta")
             .mode("overwrite")
             .option("replaceWhere", f"_chunk_id IN ({ids})")
@@ -180,8 +199,6 @@ def _read_and_commit(
         )
     finally:
         staged.unpersist()
-    if len(results) != len(batch):
-        raise RuntimeError(f"expected {len(batch)} chunk markers, got {len(results)}")
     return results
 
 

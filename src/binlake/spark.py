@@ -33,11 +33,14 @@ def local_session(app_name: str = "binlake", cores: int | None = None) -> SparkS
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
         .config("spark.jars.ivy", ivy)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("BINLAKE_DRIVER_MEMORY", "4g"))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -46,7 +49,13 @@ def local_session(app_name: str = "binlake", cores: int | None = None) -> SparkS
         .config("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
     )
-    session = configure_spark_with_delta_pip(builder).getOrCreate()
+    cached = sorted(Path(ivy, "jars").glob("*.jar"))
+    if any(jar.name.startswith("io.delta_delta-spark") for jar in cached):
+        # Resolved before (make setup): load the cached jars, skipping Ivy's resolution report.
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in cached))
+    else:
+        builder = configure_spark_with_delta_pip(builder)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
@@ -60,5 +69,7 @@ def get_or_create(app_name: str = "binlake") -> SparkSession:
 if __name__ == "__main__":
     # `make setup` runs this once to resolve and cache Delta's jars.
     spark = local_session("binlake-setup", cores=1)
-    print(f"Spark {spark.version} with Delta ready (jars cached in {os.environ.get('BINLAKE_IVY_DIR', _DEFAULT_IVY)})")
+    print(
+        f"Spark {spark.version} with Delta ready (jars cached in {os.environ.get('BINLAKE_IVY_DIR', _DEFAULT_IVY)})"
+    )
     spark.stop()

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -89,7 +89,7 @@ def _spark_and_normalizer(column: Column) -> tuple[T.DataType, Normalizer]:
     if kind == "timestamp":
         # Both paths deliver naive UTC (the snapshot session runs in +00:00; the binlog stores
         # epoch seconds); Spark's TimestampType is an instant, rendered in the session zone.
-        return T.TimestampType(), _datetime
+        return T.TimestampType(), _instant
     if kind == "time":
         return T.StringType(), _time_text(column.datetime_precision or 0)
     if kind == "set":
@@ -148,6 +148,13 @@ def _datetime(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         return value.replace(tzinfo=None)
     return None  # '0000-00-00 00:00:00'
+
+
+def _instant(value: Any) -> datetime | None:
+    """TIMESTAMP: an aware UTC instant, so no later conversion applies a local zone."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+    return None
 
 
 def _time_text(precision: int) -> Normalizer:

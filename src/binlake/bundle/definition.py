@@ -128,7 +128,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         document = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise BundleError(f"{path} does not exist: run binlake bundle in the bundle's root") from None
+        raise BundleError(
+            f"{path} does not exist: run binlake bundle in the bundle's root"
+        ) from None
     except yaml.YAMLError as exc:
         raise BundleError(f"{path} is not valid YAML: {exc}") from None
     return _mapping(document, str(path))
@@ -235,7 +237,7 @@ def _job(root: Path, source: Path, key: str, spec: Any) -> Job:
     spec = _mapping(spec, f"job {key!r}")
     for task in spec.get("tasks") or []:
         for library in task.get("libraries") or []:
-            if _is_local(library.get("whl")):
+            if is_local_path(library.get("whl")):
                 library["whl"] = _relative_to_root(root, source.parent / library["whl"])
     for parameter in spec.get("parameters") or []:
         if not isinstance(parameter.get("default"), str):
@@ -253,7 +255,7 @@ def _job(root: Path, source: Path, key: str, spec: Any) -> Job:
     return Job(key, settings)
 
 
-def _is_local(path: Any) -> bool:
+def is_local_path(path: Any) -> bool:
     """A relative path: a file of the bundle, not a workspace, volume or cloud location."""
     return isinstance(path, str) and not path.startswith("/") and ":" not in path
 

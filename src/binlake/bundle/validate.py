@@ -8,12 +8,11 @@ parameters at their defaults, form a `binlake` command line whose configuration 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 
 from binlake import cli
-from binlake.bundle.definition import Bundle, Job
+from binlake.bundle.definition import Bundle
 from binlake.bundle.errors import BundleError
 from binlake.bundle.tasks import task_arguments, task_order
 from binlake.errors import ConfigError
@@ -28,7 +27,8 @@ def validate(bundle: Bundle) -> list[str]:
         try:
             tasks = task_order(job)
             for task in tasks:
-                check_cli_call(job, task_arguments(job, task))
+                where = f"task {task.task_key!r} of job {job.key!r}"
+                check_cli_call(where, task_arguments(job, task))
         except BundleError as exc:
             problems.append(str(exc))
             continue
@@ -40,19 +40,18 @@ def validate(bundle: Bundle) -> list[str]:
     return summary
 
 
-def check_cli_call(job: Job, arguments: list[str]) -> None:
+def check_cli_call(where: str, arguments: list[str]) -> None:
     """Parse `arguments` as `binlake.cli.main` would and build their configuration."""
-    call = f"job {job.key!r} calls `binlake {' '.join(arguments)}`"
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
             args = cli._parser().parse_args(arguments)
     except SystemExit:
         reason = errors.getvalue().strip().splitlines()[-1:] or ["unparseable"]
-        raise BundleError(f"{call}, which the CLI rejects: {reason[0]}") from None
+        raise BundleError(f"{where}: the binlake CLI rejects its parameters: {reason[0]}") from None
     if args.command == "bundle":
-        raise BundleError(f"{call}: a task must run a job command, not `binlake bundle`")
+        raise BundleError(f"{where} runs `binlake bundle`; a task must run a job command")
     try:
-        cli.config_from_args(argparse.Namespace(**vars(args)))
+        cli.config_from_args(args)
     except ConfigError as exc:
-        raise BundleError(f"{call}, whose configuration is invalid: {exc}") from None
+        raise BundleError(f"{where}: {exc}") from None

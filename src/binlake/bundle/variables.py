@@ -52,7 +52,9 @@ class Interpolator:
             cycle = " → ".join(f"${{{n}}}" for n in (*chain[chain.index(name) :], name))
             raise BundleError(f"references form a cycle: {cycle}")
         if name not in self._table:
-            raise BundleError(f"{where} references ${{{name}}}, which {_unknown(name, self._table)}")
+            raise BundleError(
+                f"{where} references ${{{name}}}, which {_unknown(name, self._table)}"
+            )
         value = self._resolve(self._table[name], f"${{{name}}}", (*chain, name))
         self._resolved[name] = value
         return value

@@ -1,0 +1,140 @@
+"""Silver: the live mirror of each source table, kept by one Delta MERGE per table per batch.
+
+Per micro-batch and table: the filtered changes are appended to the bronze changelog, collapsed
+to the last change of each key by binlog position, and merged into silver (delete → delete,
+insert/update → upsert). Silver keeps `_binlake_offset`, the position of the change that last
+wrote each row, and every MERGE clause requires the incoming change to be newer, so replaying a
+batch after a crash changes nothing; the changelog append is made idempotent by Delta's
+`txnAppId`/`txnVersion`. Silver has Change Data Feed on: its CDF is the table's changelog for
+downstream jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from binlake.config import Config
+from binlake.snapshot import bronze_path
+from binlake.source import TableSchema
+from binlake.stream_source import after_column, before_column
+from binlake.typemap import spark_schema
+
+log = logging.getLogger(__name__)
+
+OFFSET_COLUMN = "_binlake_offset"
+
+
+def silver_path(config: Config, table: TableSchema) -> str:
+    return config.lake.path("silver", table.database, table.name)
+
+
+def changelog_path(config: Config, table: TableSchema) -> str:
+    return config.lake.path("bronze", table.database, f"{table.name}__changelog")
+
+
+def offset_token(file: Column, pos: Column, row: Column) -> Column:
+    """Spark twin of `binlake.offsets.position_token` (same fixed-width, ordered format)."""
+    sequence = F.regexp_extract(file, r"(\d+)$", 1).cast("bigint")
+    return F.format_string("%010d:%020d:%08d", sequence, pos, row)
+
+
+def ensure_silver(
+    spark: SparkSession, config: Config, table: TableSchema, from_bronze: bool
+) -> None:
+    """Create silver once, in one commit: from bronze (rows at their chunk's HW) or empty."""
+    path = silver_path(config, table)
+    if DeltaTable.isDeltaTable(spark, path):
+        return
+    columns = list(table.column_names)
+    if from_bronze:
+        bronze = spark.read.format("delta").load(bronze_path(config, table))
+        initial = bronze.select(
+            *columns,
+            offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
+        )
+    else:
+        schema = T.StructType(
+            spark_schema(table).fields + [T.StructField(OFFSET_COLUMN, T.StringType())]
+        )
+        initial = spark.createDataFrame([], schema)
+    (
+        initial.write.format("delta")
+        .option("delta.enableChangeDataFeed", "true")
+        .mode("errorifexists")
+        .save(path)
+    )
+    log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
+
+
+class SilverWriter:
+    """The `foreachBatch` sink: changelog append + one MERGE per table."""
+
+    def __init__(self, config: Config, tables: Sequence[TableSchema], job: str) -> None:
+        self.config = config
+        self.tables = tuple(tables)
+        self.job = job
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            counts = {r["_table"]: r["count"] for r in batch.groupBy("_table").count().collect()}
+            for index, table in enumerate(self.tables):
+                if counts.get(table.qualified):
+                    changes = batch.where(F.col("_table") == table.qualified)
+                    self._apply(table, index, changes, batch_id)
+            if counts:
+                log.info(
+                    "batch %d applied: %s",
+                    batch_id,
+                    ", ".join(f"{t} {n}" for t, n in sorted(counts.items())),
+                )
+        finally:
+            batch.unpersist()
+
+    def _apply(self, table: TableSchema, index: int, changes: DataFrame, batch_id: int) -> None:
+        spark = changes.sparkSession
+        before, after = before_column(index), after_column(index)
+        (
+            changes.select(
+                "_op",
+                F.col("_offset").alias(OFFSET_COLUMN),
+                "_file",
+                "_pos",
+                "_row",
+                F.timestamp_seconds("_ts").alias("_commit_ts"),
+                F.col(before).alias("_before"),
+                F.col(after).alias("_after"),
+            )
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", f"binlake-{self.job}-{table.qualified}")
+            .option("txnVersion", batch_id)
+            .save(changelog_path(self.config, table))
+        )
+        image = F.when(F.col("_op") == "delete", F.col(before)).otherwise(F.col(after))
+        flat = changes.select("_op", F.col("_offset").alias(OFFSET_COLUMN), image.alias("_image"))
+        flat = flat.select(
+            "_op", OFFSET_COLUMN, *[F.col(f"_image.`{c}`").alias(c) for c in table.column_names]
+        )
+        latest = Window.partitionBy(*[F.col(k) for k in table.key]).orderBy(
+            F.col(OFFSET_COLUMN).desc()
+        )
+        collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in table.key)
+        values = {f"`{c}`": f"s.`{c}`" for c in (*table.column_names, OFFSET_COLUMN)}
+        newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
+        (
+            DeltaTable.forPath(spark, silver_path(self.config, table))
+            .alias("t")
+            .merge(collapsed.alias("s"), on)
+            .whenMatchedDelete(condition=f"s._op = 'delete' AND {newer}")
+            .whenMatchedUpdate(condition=f"s._op <> 'delete' AND {newer}", set=values)
+            .whenNotMatchedInsert(condition="s._op <> 'delete'", values=values)
+            .execute()
+        )

@@ -1,0 +1,149 @@
+"""The silver streaming task: start offset, high-watermark filter, query, progress.
+
+Startup modes (`stream.startup_mode`): `initial` starts at min(HW) of the finished snapshot and
+filters by the chunks' high watermarks; `latest-offset`, `specific-offset` and `timestamp` capture
+without a snapshot and apply every change after their start offset. Once the query has a
+checkpoint under `_system/checkpoints/<job>`, Spark resumes from it and the start offset is unused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from binlake.binlog import check_available, first_offset_at_or_after
+from binlake.config import Config, SourceConfig
+from binlake.errors import SnapshotIncompleteError
+from binlake.ledger import ChunkState, Ledger
+from binlake.offsets import BinlogOffset
+from binlake.silver import SilverWriter, ensure_silver
+from binlake.snapshot import ledger_path, with_resolved_password
+from binlake.source import TableSchema, connection, current_offset, validate
+from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_path(config: Config) -> str:
+    return config.lake.path("_system", "checkpoints", config.stream.job_name)
+
+
+def checkpoint_offset(config: Config) -> BinlogOffset | None:
+    """The end offset of the newest committed micro-batch in the query's checkpoint."""
+    root = Path(checkpoint_path(config))
+    commits = sorted((int(p.name) for p in (root / "commits").glob("[0-9]*")), reverse=True)
+    for batch in commits:
+        offsets = root / "offsets" / str(batch)
+        if offsets.exists():
+            source_offset = offsets.read_text().strip().splitlines()[-1]
+            return BinlogOffset.from_dict(json.loads(source_offset))
+    return None
+
+
+def chunk_marks(tables: list[TableSchema], chunks: list[ChunkState]) -> dict[str, ChunkMarks]:
+    """The per-table watermarks of a finished snapshot; refuses an unfinished one."""
+    marks: dict[str, ChunkMarks] = {}
+    for table in tables:
+        own = [c for c in chunks if c.table == table.qualified]
+        unfinished = [c for c in own if not c.finished]
+        if not own or unfinished:
+            raise SnapshotIncompleteError(
+                f"the snapshot of {table.qualified} is not finished "
+                f"({len(own) - len(unfinished)}/{len(own)} chunks): run `binlake snapshot` first"
+            )
+        marks[table.qualified] = ChunkMarks.of(
+            [c.range for c in own], [c.hw for c in own if c.hw is not None]
+        )
+    return marks
+
+
+def start_offset(
+    config: Config, source: SourceConfig, marks: dict[str, ChunkMarks]
+) -> BinlogOffset:
+    mode = config.stream.startup_mode
+    if mode == "initial":
+        return min(BinlogOffset(f, p) for m in marks.values() for f, p in m.high_watermarks)
+    if mode == "specific-offset":
+        assert config.stream.startup_file is not None and config.stream.startup_pos is not None
+        return BinlogOffset(config.stream.startup_file, config.stream.startup_pos)
+    if mode == "timestamp":
+        assert config.stream.startup_timestamp is not None
+        return first_offset_at_or_after(
+            source, config.stream_server_id, config.stream.startup_timestamp
+        )
+    with connection(source) as conn:
+        return current_offset(conn)
+
+
+@dataclass(frozen=True)
+class StreamSummary:
+    batches: int
+    changes: int
+    seconds: float
+
+
+def run_stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:
+    """Start (or resume) the streaming query; with `available_now`, catch up and return."""
+    started = time.monotonic()
+    source = with_resolved_password(config.source)
+    with connection(source) as conn:
+        tables = validate(conn, config)
+    initial = config.stream.startup_mode == "initial"
+    marks = chunk_marks(tables, Ledger(spark, ledger_path(config)).chunks()) if initial else {}
+    resume = checkpoint_offset(config)
+    start = start_offset(config, source, marks) if resume is None else resume
+    check_available(source, start)
+    for table in tables:
+        ensure_silver(spark, config, table, from_bronze=initial)
+    spec = StreamSpec(
+        name=f"binlake_binlog_{config.stream.job_name}",
+        source=source,
+        server_id=config.stream_server_id,
+        tables=tuple(tables),
+        start=start,
+        marks=marks,
+    )
+    spark.dataSource.register(binlog_source(spec))
+    writer = (
+        spark.readStream.format(spec.name)
+        .load()
+        .writeStream.foreachBatch(SilverWriter(config, tables, config.stream.job_name))
+        .option("checkpointLocation", checkpoint_path(config))
+        .queryName(config.stream.job_name)
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=config.stream.trigger_interval)
+    log.info(
+        "stream %s: starting at %s (%s)",
+        config.stream.job_name,
+        start,
+        "resume" if resume else config.stream.startup_mode,
+    )
+    query = writer.start()
+    batches = changes = 0
+    seen: set[int] = set()
+    while query.isActive:
+        query.awaitTermination(max(config.stream.trigger_seconds, 1.0))
+        for progress in query.recentProgress:
+            if progress["batchId"] in seen:
+                continue
+            seen.add(progress["batchId"])
+            rows = int(progress.get("numInputRows", 0))
+            if rows:
+                batches += 1
+                changes += rows
+                log.info(
+                    "stream batch %d: %d changes, %.0f changes/s, source at %s",
+                    progress["batchId"], rows, progress.get("processedRowsPerSecond") or 0.0,
+                    progress["sources"][0].get("endOffset"),
+                )  # fmt: skip
+    if query.exception() is not None:
+        raise query.exception()  # type: ignore[misc]
+    return StreamSummary(batches, changes, time.monotonic() - started)

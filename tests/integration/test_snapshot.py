@@ -1,0 +1,552 @@
+"""Issue 2, "Must show": the lock-free incremental snapshot against a real MariaDB, Spark and Delta.
+
+Chunks are checked against an independent oracle (tests/integration/replay.py): the quiet initial
+state of the table plus the binlog replayed with python-mysql-replication directly, up to each
+chunk's high watermark.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pyspark.sql import functions as F
+
+from binlake.errors import ConfigError, SourceError
+from binlake.ledger import Ledger
+from binlake.snapshot import run_snapshot
+
+from .replay import (
+    Oracle,
+    Writers,
+    connect,
+    fold_ci,
+    head_offset,
+    offset_of,
+    read_binlog,
+    states_at,
+)
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+ORACLE_SERVER_ID = 990_000  # outside every make_config range (6000..25999)
+
+
+def _ledger_path(config: Any) -> str:
+    return config.lake.path("_system", "chunks")
+
+
+def _bronze_path(config: Any, table: str) -> str:
+    return config.lake.path("bronze", config.source.database, table)
+
+
+def _bronze_rows(spark: Any, config: Any, oracle: Oracle) -> list[tuple[tuple[Any, ...], Any]]:
+    """(data row, Spark row) for every bronze row of the oracle's table."""
+    frame = spark.read.format("delta").load(_bronze_path(config, oracle.schema.name))
+    columns = oracle.columns
+    result = []
+    for r in frame.select(*columns, "_chunk_id", "_hw_file", "_hw_pos").collect():
+        result.append((tuple(r[c] for c in columns), r))
+    return result
+
+
+def _describe_difference(actual: dict[Any, Any], expected: dict[Any, Any]) -> str:
+    missing = sorted(set(expected) - set(actual), key=repr)[:5]
+    extra = sorted(set(actual) - set(expected), key=repr)[:5]
+    differing = [k for k in expected if k in actual and actual[k] != expected[k]][:3]
+    lines = [f"missing keys {missing}", f"extra keys {extra}"]
+    lines += [f"key {k}: bronze {actual[k]} != source {expected[k]}" for k in differing]
+    return "; ".join(lines)
+
+
+def assert_chunks_match_replay(
+    spark: Any,
+    db_env: dict[str, str],
+    config: Any,
+    oracle: Oracle,
+    initial: dict[Any, Any],
+    start: tuple[str, int],
+) -> dict[str, int]:
+    """Every chunk's bronze rows equal the source's rows of its range as of its HW, exactly."""
+    table = f"{oracle.schema.database}.{oracle.schema.name}"
+    chunks = Ledger(spark, _ledger_path(config)).chunks(table)
+    assert chunks, "the ledger has no chunks"
+    assert all(c.finished for c in chunks), [c for c in chunks if not c.finished]
+    by_id = {c.chunk_id: c for c in chunks}
+    hws = {c.chunk_id: offset_of(c.hw.file, c.hw.pos) for c in chunks}
+    assert min(hws.values()) >= offset_of(*start), "a chunk HW precedes the initial offset"
+    changes = read_binlog(db_env, oracle, start, max(hws.values()), ORACLE_SERVER_ID)
+    states = states_at(initial, changes, hws.values(), oracle)
+
+    by_chunk: dict[int, dict[Any, Any]] = {c.chunk_id: {} for c in chunks}
+    seen: Counter[Any] = Counter()
+    for row, spark_row in _bronze_rows(spark, config, oracle):
+        chunk_id = spark_row["_chunk_id"]
+        assert chunk_id in by_chunk, f"bronze row of unknown chunk {chunk_id}"
+        key = oracle.key(row)
+        assert key not in by_chunk[chunk_id], f"key {key} twice in chunk {chunk_id}"
+        by_chunk[chunk_id][key] = row
+        seen[key] += 1
+        chunk = by_id[chunk_id]
+        assert (spark_row["_hw_file"], spark_row["_hw_pos"]) == (chunk.hw.file, chunk.hw.pos)
+    twice = [k for k, n in seen.items() if n > 1]
+    assert not twice, f"keys in more than one chunk: {twice[:10]}"
+
+    raced = replayed = 0
+    for chunk in chunks:
+        hw = hws[chunk.chunk_id]
+        lw = offset_of(chunk.lw.file, chunk.lw.pos)
+        expected = {
+            k: r
+            for k, r in states[hw].items()
+            if oracle.in_range(r[oracle.split_index], chunk.range.start, chunk.range.end)
+        }
+        actual = by_chunk[chunk.chunk_id]
+        assert actual == expected, (
+            f"chunk {chunk.chunk_id} {chunk.range} (LW {chunk.lw}, HW {chunk.hw}) differs from "
+            f"the source at its HW: {_describe_difference(actual, expected)}"
+        )
+        assert chunk.rows == len(expected), (chunk.chunk_id, chunk.rows, len(expected))
+        raced += hw > lw
+        replayed += any(lw < c.offset <= hw for c in changes)
+    summary = {
+        "chunks": len(chunks),
+        "rows": sum(len(v) for v in by_chunk.values()),
+        "chunks_with_hw_after_lw": raced,
+        "chunks_that_replayed_binlog": replayed,
+        "binlog_changes_replayed_by_oracle": len(changes),
+    }
+    print(f"\n{table}: {summary}")
+    return summary
+
+
+def assert_bronze_equals_source(
+    spark: Any, db_env: dict[str, str], config: Any, oracle: Oracle
+) -> None:
+    with connect(db_env) as conn:
+        source = oracle.rows(conn)
+    keys = Counter(oracle.key(row) for row, _ in _bronze_rows(spark, config, oracle))
+    assert [k for k, n in keys.items() if n > 1] == []
+    bronze = {oracle.key(row): row for row, _ in _bronze_rows(spark, config, oracle)}
+    assert bronze == source, _describe_difference(bronze, source)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Concurrent writes: every chunk equals the source at its own high watermark
+
+_NAMES = ["Zoë", "Ærøskøbing", "東京", "naïve café", "plain", "ÅSA", "emoji 🚀", "", None]
+_BASE, _STEP, _ROWS = 1000, 3, 20_000
+_MAX_ID = _BASE + _STEP * (_ROWS - 1)
+
+
+def _item_values(rng: random.Random) -> tuple[Any, ...]:
+    amount = Decimal(rng.randint(-10_000_000, 10_000_000)) / 100
+    offset = timedelta(seconds=rng.randint(0, 10**8), microseconds=rng.randint(0, 999_999))
+    created = None if rng.random() < 0.1 else datetime(2020, 1, 1) + offset
+    name = rng.choice(_NAMES)
+    note = None if rng.random() < 0.2 else "note " * rng.randint(0, 40) + rng.choice(_NAMES[:-1])
+    qty = None if rng.random() < 0.3 else rng.randint(-5, 500)
+    return amount, created, name, note, qty
+
+
+def _existing_id(rng: random.Random) -> int:
+    return _BASE + _STEP * rng.randrange(_ROWS)
+
+
+def _any_id(rng: random.Random) -> int:
+    roll = rng.random()
+    if roll < 0.25:
+        return rng.randint(1, _BASE - 1)  # below the planned minimum: the first chunk
+    if roll < 0.5:
+        return rng.randint(_MAX_ID + 1, _MAX_ID + 20_000)  # above the maximum: the last chunk
+    return rng.randint(_BASE, _MAX_ID)  # inside, mostly in the gaps
+
+
+def _item_writer(cur: Any, rng: random.Random) -> None:
+    roll = rng.random()
+    if roll < 0.3:
+        cur.execute(
+            "INSERT INTO items (id, amount, created, name, note, qty) VALUES (%s,%s,%s,%s,%s,%s)",
+            (_any_id(rng), *_item_values(rng)),
+        )
+    elif roll < 0.6:
+        cur.execute(
+            "UPDATE items SET amount=%s, created=%s, name=%s, note=%s, qty=%s WHERE id=%s",
+            (*_item_values(rng), _existing_id(rng)),
+        )
+    elif roll < 0.8:
+        cur.execute("UPDATE items SET id=%s WHERE id=%s", (_any_id(rng), _existing_id(rng)))
+    else:
+        cur.execute("DELETE FROM items WHERE id=%s", (_existing_id(rng),))
+
+
+def test_snapshot_under_concurrent_writes_matches_source_at_each_chunk_hw(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any
+) -> None:
+    sql(
+        "CREATE TABLE items (id INT NOT NULL PRIMARY KEY, amount DECIMAL(12,2) NOT NULL, "
+        "created DATETIME(6) NULL, "
+        "name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL, "
+        "note TEXT NULL, qty INT NULL)"
+    )
+    rng = random.Random(2)
+    with connect(db_env, database) as conn, conn.cursor() as cur:
+        rows = [(_BASE + _STEP * n, *_item_values(rng)) for n in range(_ROWS)]
+        for i in range(0, len(rows), 2000):
+            cur.executemany(
+                "INSERT INTO items (id, amount, created, name, note, qty) "
+                "VALUES (%s,%s,%s,%s,%s,%s)",
+                rows[i : i + 2000],
+            )
+        oracle = Oracle.load(conn, database, "items")
+        initial = oracle.rows(conn)
+        start = head_offset(conn)  # quiet: nothing writes to this database yet
+    assert len(initial) == _ROWS
+
+    config = make_config(snapshot={"chunk_size": 500, "parallelism": 2})
+    writers = Writers(db_env, database, _item_writer, threads=3, max_ops=6000, pause_s=0.002)
+    with writers:
+        time.sleep(0.3)
+        began = time.monotonic()
+        summary = run_snapshot(spark, config)
+        took = time.monotonic() - began
+    print(f"\nsnapshot {took:.1f} s; writers: {writers.ops} statements ({writers.conflicts} conflicts)")
+    assert summary.chunks >= 20
+
+    result = assert_chunks_match_replay(spark, db_env, config, oracle, initial, start)
+    assert result["chunks"] >= 20
+    assert result["chunks_with_hw_after_lw"] > 0, "no chunk raced a write: writers too slow"
+    assert result["chunks_that_replayed_binlog"] > 0, "no chunk replayed a change of the table"
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. A killed snapshot resumes without re-reading finished chunks
+
+
+def _subprocess_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["BINLAKE_IVY_DIR"] = os.environ.get("BINLAKE_IVY_DIR", str(ROOT / ".cache" / "ivy"))
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["BINLAKE_DRIVER_MEMORY"] = "1g"
+    return env
+
+
+def _finished(spark: Any, path: str) -> dict[int, tuple[str, int, Any]]:
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return {}
+    frame = spark.read.format("delta").load(path).where("status = 'finished'")
+    return {
+        r["chunk_id"]: (r["hw_file"], r["hw_pos"], r["updated_at"])
+        for r in frame.select("chunk_id", "hw_file", "hw_pos", "updated_at").collect()
+    }
+
+
+def test_killed_snapshot_resumes_without_rereading_finished_chunks(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any, tmp_path: Path
+) -> None:
+    from delta.tables import DeltaTable
+
+    sql("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(8,3))")
+    sql(
+        "INSERT INTO t (id, v, d) WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 "
+        "FROM s WHERE n < 2000) SELECT n * 2, CONCAT('v', n), n / 7 FROM s"
+    )
+    config = make_config(snapshot={"chunk_size": 50, "parallelism": 1, "chunks_per_commit": 2})
+    config_file = tmp_path / "binlake.yml"
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    ledger, bronze = _ledger_path(config), _bronze_path(config, "t")
+
+    log_file = tmp_path / "snapshot.log"
+    with log_file.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "binlake", "snapshot", "--config", str(config_file)],
+            cwd=ROOT,
+            env=_subprocess_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 150
+        while True:
+            assert proc.poll() is None, (
+                f"the snapshot ended (rc {proc.returncode}) before it could be killed:\n"
+                + log_file.read_text()[-3000:]
+            )
+            assert time.monotonic() < deadline, "no progress:\n" + log_file.read_text()[-3000:]
+            if len(_finished(spark, ledger)) >= 2:
+                break
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    before = _finished(spark, ledger)
+    total = len(Ledger(spark, ledger).chunks())
+    assert 2 <= len(before) < total, (len(before), total)
+    history_before = [
+        (r["version"], r["operation"])
+        for r in DeltaTable.forPath(spark, bronze).history().collect()
+    ]
+    rows_before = sorted(
+        tuple(r)
+        for r in spark.read.format("delta")
+        .load(bronze)
+        .where(f"_chunk_id IN ({', '.join(map(str, before))})")
+        .collect()
+    )
+    print(f"\nkilled after {len(before)}/{total} chunks; bronze history {history_before}")
+
+    summary = run_snapshot(spark, config)
+    assert summary.chunks == total
+    assert summary.chunks_read == total - len(before), "finished chunks were read again"
+
+    chunks = Ledger(spark, ledger).chunks()
+    assert all(c.finished for c in chunks)
+    after = _finished(spark, ledger)
+    for chunk_id, state in before.items():
+        assert after[chunk_id] == state, f"chunk {chunk_id} re-read: {state} -> {after[chunk_id]}"
+
+    history = DeltaTable.forPath(spark, bronze).history().collect()
+    versions = {r["version"]: r for r in history}
+    for version, operation in history_before:
+        assert versions[version]["operation"] == operation, "bronze history was rewritten"
+    newer = [r for r in history if r["version"] > max(v for v, _ in history_before)]
+    assert newer, "the rerun committed nothing to bronze"
+    for r in newer:
+        predicate = str((r["operationParameters"] or {}).get("predicate", ""))
+        rewritten = {int(x) for x in re.findall(r"\d+", predicate)} & set(before)
+        assert not rewritten, f"bronze version {r['version']} replaced finished chunks {rewritten}"
+
+    frame = spark.read.format("delta").load(bronze)
+    ids = [r["id"] for r in frame.select("id").collect()]
+    assert len(ids) == len(set(ids)), "duplicate keys in bronze"
+    assert len(ids) == sql("SELECT COUNT(*) FROM t")[0][0] == 2000
+    rows_after = sorted(
+        tuple(r) for r in frame.where(f"_chunk_id IN ({', '.join(map(str, before))})").collect()
+    )
+    assert rows_after == rows_before
+    for row in rows_after:
+        hw_file, hw_pos, _ = before[row[-3]]
+        assert (row[-2], row[-1]) == (hw_file, hw_pos)
+    with connect(db_env) as conn:
+        oracle = Oracle.load(conn, database, "t")
+    assert_bronze_equals_source(spark, db_env, config, oracle)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Bad input: a clear error naming the problem, and no ledger left behind
+
+
+_BAD_INPUTS = {
+    "no_primary_key": (
+        "CREATE TABLE t (a INT, b INT)",
+        {"source": {"tables": ["t"]}},
+        SourceError,
+        ["t", "no primary key", "split_keys"],
+    ),
+    "missing_table": (
+        "CREATE TABLE t (id INT PRIMARY KEY)",
+        {"source": {"tables": ["t", "nowhere"]}},
+        SourceError,
+        ["nowhere", "does not exist", "source.tables"],
+    ),
+    "wrong_password": (
+        "CREATE TABLE t (id INT PRIMARY KEY)",
+        {"source": {"password": "definitely-not-the-password"}},
+        SourceError,
+        ["access denied", "binlake", "source.password"],
+    ),
+    "no_replication_privileges": (
+        "CREATE TABLE t (id INT PRIMARY KEY)",
+        {"source": {"user": "binlake_ro"}},
+        SourceError,
+        ["REPLICATION"],
+    ),
+    "split_key_column_missing": (
+        "CREATE TABLE t (a INT, b INT)",
+        {"snapshot": {"split_keys": {"t": "nope"}}},
+        SourceError,
+        ["split_keys", "nope", "does not have"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_INPUTS))
+def test_bad_input_fails_clearly_without_a_ledger(
+    spark: Any, sql: Any, make_config: Any, case: str
+) -> None:
+    table_sql, sections, error, words = _BAD_INPUTS[case]
+    sql(table_sql)
+    config = make_config(**sections)
+    with pytest.raises((SourceError, ConfigError)) as raised:
+        run_snapshot(spark, config)
+    assert isinstance(raised.value, error)
+    message = str(raised.value)
+    for word in words:
+        assert word.lower() in message.lower(), f"{word!r} not in {message!r}"
+    assert "definitely-not-the-password" not in message
+    assert not Path(_ledger_path(config)).exists(), "a failed start left a ledger behind"
+    assert not Path(config.lake.path("bronze")).exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. A case-insensitive string key: each key in exactly one chunk, chunks exact at their HW
+
+
+def _code(rng: random.Random, n: int) -> str:
+    letter = chr(ord("a") + n % 26)
+    return f"{letter.upper() if rng.random() < 0.5 else letter}-{n:05d}"
+
+
+def _swap_case(code: str) -> str:
+    return code.swapcase()
+
+
+def _code_writer(cur: Any, rng: random.Random) -> None:
+    roll = rng.random()
+    if roll < 0.35:
+        pick = rng.random()
+        if pick < 0.2:
+            code = f"0-{rng.randint(0, 99999):05d}"  # below the planned minimum
+        elif pick < 0.4:
+            code = f"{rng.choice(['zz', 'ZZ', 'Zz'])}-{rng.randint(0, 99999):05d}"  # above max
+        else:
+            code = _code(rng, rng.randint(0, 5999))  # half collide (case-insensitively)
+        cur.execute(
+            "INSERT INTO codes (code, n, label) VALUES (%s, %s, %s)",
+            (code, rng.randint(0, 10**6), rng.choice(_NAMES)),
+        )
+    elif roll < 0.55:
+        cur.execute("DELETE FROM codes WHERE code = %s", (_code(rng, rng.randrange(3000)),))
+    elif roll < 0.7:
+        cur.execute(
+            "UPDATE codes SET n = %s, label = %s WHERE code = %s",
+            (rng.randint(0, 10**6), rng.choice(_NAMES), _code(rng, rng.randrange(3000))),
+        )
+    elif roll < 0.85:
+        # Same key under the collation, different case: a key change only byte-wise.
+        code = _code(rng, rng.randrange(3000))
+        cur.execute("UPDATE codes SET code = %s WHERE code = %s", (_swap_case(code), code))
+    else:
+        cur.execute(
+            "UPDATE codes SET code = %s WHERE code = %s",
+            (_code(rng, rng.randint(0, 5999)), _code(rng, rng.randrange(3000))),
+        )
+
+
+def test_string_key_ci_collation_chunks_hold_each_key_once(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any
+) -> None:
+    sql(
+        "CREATE TABLE codes (code VARCHAR(32) CHARACTER SET utf8mb4 "
+        "COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, n INT NOT NULL, label VARCHAR(40))"
+    )
+    rng = random.Random(4)
+    with connect(db_env, database) as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO codes (code, n, label) VALUES (%s, %s, %s)",
+            [(_code(rng, n), n, rng.choice(_NAMES)) for n in range(3000)],
+        )
+        cur.execute("SELECT code FROM codes ORDER BY code")
+        server_order = [r[0] for r in cur.fetchall()]
+        # The oracle's order (upper-cased ASCII) is MySQL's order for these keys.
+        assert server_order == sorted(server_order, key=fold_ci)
+        assert server_order != sorted(server_order), "keys must order differently byte-wise"
+        oracle = Oracle.load(conn, database, "codes", fold=fold_ci)
+        initial = oracle.rows(conn)
+        start = head_offset(conn)
+
+    config = make_config(snapshot={"chunk_size": 100, "parallelism": 2})
+    writers = Writers(db_env, database, _code_writer, threads=2, max_ops=4000, pause_s=0.002)
+    with writers:
+        time.sleep(0.3)
+        run_snapshot(spark, config)
+    print(f"\nwriters: {writers.ops} statements ({writers.conflicts} key conflicts)")
+
+    result = assert_chunks_match_replay(spark, db_env, config, oracle, initial, start)
+    assert result["chunks"] >= 20
+    assert result["chunks_with_hw_after_lw"] > 0, "no chunk raced a write: writers too slow"
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. A composite key whose first column repeats: no empty-width chunks, bronze == source
+
+
+def test_composite_key_table_snapshot(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any
+) -> None:
+    for table, orders, lines in (("order_lines", 60, 4), ("heavy_lines", 8, 30)):
+        sql(
+            f"CREATE TABLE {table} (order_id INT NOT NULL, line_no INT NOT NULL, "
+            "sku VARCHAR(20) NOT NULL, qty INT, PRIMARY KEY (order_id, line_no))"
+        )
+        sql(
+            f"INSERT INTO {table} (order_id, line_no, sku, qty) WITH RECURSIVE s(n) AS ("
+            f"SELECT 0 UNION ALL SELECT n + 1 FROM s WHERE n < {orders * lines - 1}) "
+            f"SELECT 100 + n DIV {lines}, n MOD {lines}, CONCAT('sku-', n), "
+            "IF(n MOD 5 = 0, NULL, n) FROM s"
+        )
+    config = make_config(snapshot={"chunk_size": 10, "parallelism": 2, "chunks_per_commit": 16})
+    run_snapshot(spark, config)
+
+    ledger = Ledger(spark, _ledger_path(config))
+    with connect(db_env) as conn:
+        for table, orders in (("order_lines", 60), ("heavy_lines", 8)):
+            chunks = ledger.chunks(f"{database}.{table}")
+            assert all(c.finished for c in chunks)
+            for c in chunks:
+                assert c.range.start is None or c.range.end is None or c.range.start < c.range.end
+                assert c.rows and c.rows > 0, f"{table} chunk {c.chunk_id} {c.range} is empty"
+            assert len(chunks) >= (25 if table == "order_lines" else orders)
+            oracle = Oracle.load(conn, database, table)
+            assert_bronze_equals_source(spark, db_env, config, oracle)
+            # All lines of an order sit in one chunk.
+            frame = spark.read.format("delta").load(_bronze_path(config, table))
+            per_order = frame.groupBy("order_id").agg(F.countDistinct("_chunk_id")).collect()
+            assert {r[1] for r in per_order} == {1}
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. No primary key, a unique column named in snapshot.split_keys
+
+
+def test_table_without_primary_key_uses_configured_split_key(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any
+) -> None:
+    sql(
+        "CREATE TABLE audit_log (event_id BIGINT NOT NULL, actor VARCHAR(30), "
+        "at DATETIME(3), UNIQUE KEY (event_id))"
+    )
+    sql(
+        "INSERT INTO audit_log WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s "
+        "WHERE n < 450) SELECT n * 10, IF(n MOD 7 = 0, NULL, CONCAT('user', n MOD 13)), "
+        "TIMESTAMP('2024-01-01') + INTERVAL n SECOND + INTERVAL n * 1000 MICROSECOND FROM s"
+    )
+    config = make_config(snapshot={"split_keys": {"audit_log": "event_id"}})
+    summary = run_snapshot(spark, config)
+    assert summary.rows == 450
+    chunks = Ledger(spark, _ledger_path(config)).chunks()
+    assert len(chunks) >= 4 and all(c.finished for c in chunks)
+    assert {c.split_column for c in chunks} == {"event_id"}
+    with connect(db_env) as conn:
+        oracle = Oracle.load(conn, database, "audit_log", {"audit_log": "event_id"})
+    assert_bronze_equals_source(spark, db_env, config, oracle)

@@ -1,0 +1,364 @@
+"""The YAML configuration: documented defaults, `--set` overrides, and errors that name the key
+and never carry a secret."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlake.config import Config, load_config, parse_config
+from binlake.errors import BinlakeError, ConfigError
+
+MINIMAL: dict[str, Any] = {"source": {"database": "shop"}}
+
+
+def config_error(raw: dict[str, Any], overrides: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, overrides)
+    return str(caught.value)
+
+
+def test_defaults_of_a_minimal_config() -> None:
+    config = parse_config(MINIMAL)
+    assert (config.source.host, config.source.port, config.source.user) == (
+        "127.0.0.1",
+        3306,
+        "binlake",
+    )
+    assert config.source.password_env == "BINLAKE_SOURCE_PASSWORD"
+    assert config.source.password is None
+    assert config.source.database == "shop"
+    assert config.source.tables is None
+    assert config.source.server_id_range == (5400, 5499)
+    assert config.snapshot.chunk_size == 8096
+    assert config.snapshot.parallelism == 4
+    assert config.snapshot.split_keys == {}
+    assert config.snapshot.distribution_factor_upper == 1000.0
+    assert config.snapshot.distribution_factor_lower == 0.05
+    assert config.snapshot.commit_batch == 16
+    assert config.lake.root == "./lakehouse"
+    assert config.stream.startup_mode == "initial"
+    assert config.stream.trigger_interval == "5s"
+    assert config.stream.trigger_seconds == 5.0
+
+
+def test_server_ids_stream_takes_the_last_readers_take_from_the_first() -> None:
+    config = parse_config({"source": {"database": "shop", "server_id_range": [100, 104]}})
+    assert config.stream_server_id == 104
+    assert [config.snapshot_server_id(i) for i in range(4)] == [100, 101, 102, 103]
+
+
+def test_full_design_example_parses() -> None:
+    config = parse_config(
+        {
+            "source": {
+                "host": "db1",
+                "port": 3307,
+                "user": "cdc",
+                "password_env": "SHOP_PW",
+                "database": "shop",
+                "tables": ["customers", "orders_.*"],
+                "server_id_range": [5400, 5499],
+            },
+            "snapshot": {"chunk_size": 100, "parallelism": 2, "split_keys": {"audit_log": "id"}},
+            "lake": {"root": "/tmp/lake"},
+            "stream": {"startup_mode": "latest-offset", "trigger_interval": "500ms"},
+        }
+    )
+    assert config.source.tables == ["customers", "orders_.*"]
+    assert config.snapshot.split_keys == {"audit_log": "id"}
+    assert config.snapshot.commit_batch == 8
+    assert config.stream.trigger_seconds == 0.5
+
+
+def test_overrides_set_dotted_keys_with_yaml_typing() -> None:
+    config = parse_config(
+        MINIMAL,
+        {
+            "snapshot.chunk_size": "100",
+            "snapshot.parallelism": "2",
+            "source.tables": "[customers, orders]",
+            "source.port": "3307",
+            "source.server_id_range": "[10, 20]",
+            "lake.root": "/tmp/lake",
+            "stream.trigger_interval": "1m",
+        },
+    )
+    assert config.snapshot.chunk_size == 100
+    assert config.snapshot.parallelism == 2
+    assert config.source.tables == ["customers", "orders"]
+    assert config.source.port == 3307
+    assert config.source.server_id_range == (10, 20)
+    assert config.lake.root == "/tmp/lake"
+    assert config.stream.trigger_seconds == 60.0
+
+
+def test_overrides_win_over_the_file_and_keep_its_other_keys() -> None:
+    raw = {"source": {"database": "shop", "host": "db1"}, "snapshot": {"chunk_size": 10}}
+    config = parse_config(raw, {"source.host": "db2"})
+    assert config.source.host == "db2"
+    assert config.source.database == "shop"
+    assert config.snapshot.chunk_size == 10
+
+
+def test_overrides_alone_can_supply_a_whole_config() -> None:
+    config = parse_config({}, {"source.database": "shop"})
+    assert config.source.database == "shop"
+
+
+def test_overrides_do_not_mutate_the_callers_mapping() -> None:
+    raw = {"source": {"database": "shop"}}
+    parse_config(raw, {"source.host": "db2", "lake.root": "/x"})
+    assert raw == {"source": {"database": "shop"}}
+
+
+def test_override_value_that_is_not_valid_yaml_is_taken_as_text() -> None:
+    config = parse_config(MINIMAL, {"source.user": "cdc: [x"})
+    assert config.source.user == "cdc: [x"
+
+
+def test_override_without_a_dot_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="'chunk_size'.*dotted key"):
+        parse_config(MINIMAL, {"chunk_size": "10"})
+
+
+def test_override_under_a_scalar_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="'lake' is not a section"):
+        parse_config({**MINIMAL, "lake": "nope"}, {"lake.root": "/x"})
+
+
+def test_override_can_name_one_split_key_by_table() -> None:
+    """BUG: `--set snapshot.split_keys.audit_log=id` (how a bundle job parameter would set a
+    split key for one table) is rejected as 'snapshot.split_keys.audit_log: Extra inputs are not
+    permitted': overrides only go two levels deep, so the key becomes the literal field name
+    'split_keys.audit_log'."""
+    config = parse_config(MINIMAL, {"snapshot.split_keys.audit_log": "id"})
+    assert config.snapshot.split_keys == {"audit_log": "id"}
+
+
+def test_unknown_key_is_rejected_naming_the_key() -> None:
+    message = config_error({"source": {"database": "shop", "hots": "db1"}})
+    assert "source.hots" in message
+    assert "Extra inputs are not permitted" in message
+
+
+def test_unknown_section_is_rejected_naming_it() -> None:
+    message = config_error({**MINIMAL, "sink": {"x": 1}})
+    assert "sink:" in message
+
+
+def test_unknown_override_key_is_rejected_naming_the_key() -> None:
+    message = config_error(MINIMAL, {"snapshot.chunksize": "10"})
+    assert "snapshot.chunksize" in message
+
+
+def test_missing_source_database_is_rejected() -> None:
+    message = config_error({"source": {"host": "db1"}})
+    assert "source.database: Field required" in message
+
+
+def test_missing_source_section_is_rejected() -> None:
+    assert "source: Field required" in config_error({})
+
+
+def test_wrongly_typed_value_names_the_key() -> None:
+    message = config_error(MINIMAL, {"snapshot.chunk_size": "many"})
+    assert "snapshot.chunk_size" in message
+
+
+def test_zero_chunk_size_is_rejected() -> None:
+    assert "snapshot.chunk_size" in config_error(MINIMAL, {"snapshot.chunk_size": "0"})
+
+
+def test_server_id_range_smaller_than_parallelism_plus_stream_is_rejected() -> None:
+    raw = {"source": {"database": "shop", "server_id_range": [1, 4]}, "snapshot": {"parallelism": 4}}
+    message = config_error(raw)
+    assert "source.server_id_range [1, 4] holds 4 ids" in message
+    assert "snapshot.parallelism 4 plus the stream need 5" in message
+
+
+def test_server_id_range_of_exactly_parallelism_plus_one_is_enough() -> None:
+    raw = {"source": {"database": "shop", "server_id_range": [1, 5]}, "snapshot": {"parallelism": 4}}
+    assert parse_config(raw).source.server_id_range == (1, 5)
+
+
+def test_reversed_server_id_range_is_rejected() -> None:
+    message = config_error({"source": {"database": "shop", "server_id_range": [5499, 5400]}})
+    assert "source.server_id_range" in message
+    assert "[5499, 5400]" in message
+
+
+def test_server_id_zero_is_rejected() -> None:
+    # server_id 0 means "not a replica": the primary refuses the binlog dump.
+    assert "source.server_id_range" in config_error(
+        {"source": {"database": "shop", "server_id_range": [0, 10]}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("5s", 5.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), ("7", 7.0)]
+)
+def test_trigger_interval_units(text: str, seconds: float) -> None:
+    config = parse_config(MINIMAL, {"stream.trigger_interval": f"'{text}'"})
+    assert config.stream.trigger_seconds == seconds
+
+
+@pytest.mark.parametrize("text", ["fast", "5 sec", "-5s", "5d", ""])
+def test_bad_trigger_interval_is_rejected(text: str) -> None:
+    message = config_error({**MINIMAL, "stream": {"trigger_interval": text}})
+    assert "stream.trigger_interval" in message
+    assert repr(text) in message
+
+
+def test_specific_offset_without_file_and_pos_is_rejected() -> None:
+    message = config_error({**MINIMAL, "stream": {"startup_mode": "specific-offset"}})
+    assert "specific-offset needs startup_file and startup_pos" in message
+
+
+def test_specific_offset_with_file_but_no_pos_is_rejected() -> None:
+    stream = {"startup_mode": "specific-offset", "startup_file": "mysql-bin.000003"}
+    assert "startup_pos" in config_error({**MINIMAL, "stream": stream})
+
+
+def test_specific_offset_with_file_and_pos_is_accepted() -> None:
+    stream = {
+        "startup_mode": "specific-offset",
+        "startup_file": "mysql-bin.000003",
+        "startup_pos": 154,
+    }
+    config = parse_config({**MINIMAL, "stream": stream})
+    assert (config.stream.startup_file, config.stream.startup_pos) == ("mysql-bin.000003", 154)
+
+
+def test_specific_offset_with_a_file_name_that_is_no_binlog_name_is_rejected() -> None:
+    """BUG: the config accepts a startup_file without a numeric suffix and a negative
+    startup_pos; BinlogOffset refuses both later with a bare ValueError (not a ConfigError, so
+    the CLI shows a traceback instead of naming stream.startup_file)."""
+    stream = {"startup_mode": "specific-offset", "startup_file": "mysql-bin", "startup_pos": -4}
+    message = config_error({**MINIMAL, "stream": stream})
+    assert "stream.startup_file" in message
+
+
+def test_timestamp_mode_needs_a_timestamp() -> None:
+    assert "startup_timestamp" in config_error({**MINIMAL, "stream": {"startup_mode": "timestamp"}})
+
+
+def test_timestamp_mode_parses_an_iso_timestamp() -> None:
+    stream = {"startup_mode": "timestamp", "startup_timestamp": "2024-05-01T12:00:00"}
+    config = parse_config({**MINIMAL, "stream": stream})
+    assert config.stream.startup_timestamp == datetime(2024, 5, 1, 12, 0, 0)
+
+
+def test_unknown_startup_mode_is_rejected() -> None:
+    assert "stream.startup_mode" in config_error({**MINIMAL, "stream": {"startup_mode": "earliest"}})
+
+
+def test_config_errors_belong_to_the_binlake_error_family() -> None:
+    assert issubclass(ConfigError, BinlakeError)
+
+
+# -- secrets ---------------------------------------------------------------------------------
+
+
+def test_password_is_read_from_the_named_environment_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SHOP_PW", "s3cret-from-env")
+    config = parse_config({"source": {"database": "shop", "password_env": "SHOP_PW"}})
+    assert config.source.resolve_password() == "s3cret-from-env"
+
+
+def test_unset_password_env_is_a_config_error_without_any_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SHOP_PW", raising=False)
+    monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", "default-var-secret")
+    config = parse_config({"source": {"database": "shop", "password_env": "SHOP_PW"}})
+    with pytest.raises(ConfigError) as caught:
+        config.source.resolve_password()
+    message = str(caught.value)
+    assert "'SHOP_PW'" in message
+    assert "not set" in message
+    assert "default-var-secret" not in message
+
+
+def test_inline_password_wins_and_is_never_printed() -> None:
+    config = parse_config({"source": {"database": "shop", "password": "hunter2-inline"}})
+    assert config.source.resolve_password() == "hunter2-inline"
+    assert "hunter2-inline" not in repr(config)
+    assert "hunter2-inline" not in str(config)
+
+
+def test_validation_error_does_not_echo_the_inline_password() -> None:
+    raw = {"source": {"database": "shop", "password": "hunter2-inline", "hots": "x"}}
+    assert "hunter2-inline" not in config_error(raw)
+
+
+def test_wrongly_typed_password_is_not_echoed() -> None:
+    raw = {"source": {"database": "shop", "password": ["hunter2-inline"]}}
+    message = config_error(raw)
+    assert "source.password" in message
+    assert "hunter2-inline" not in message
+
+
+# -- files -----------------------------------------------------------------------------------
+
+
+def test_load_config_reads_a_yaml_file(tmp_path: Path) -> None:
+    path = tmp_path / "binlake.yml"
+    path.write_text(
+        "source:\n  database: shop\n  tables: [customers]\nsnapshot:\n  chunk_size: 50\n"
+    )
+    config = load_config(path, {"snapshot.parallelism": "1"})
+    assert isinstance(config, Config)
+    assert config.source.tables == ["customers"]
+    assert config.snapshot.chunk_size == 50
+    assert config.snapshot.parallelism == 1
+
+
+def test_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "absent.yml"
+    with pytest.raises(ConfigError, match="absent.yml.*does not exist"):
+        load_config(path)
+
+
+def test_malformed_yaml_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yml"
+    path.write_text("source:\n  database: [shop\n")
+    with pytest.raises(ConfigError, match="broken.yml.*not valid YAML"):
+        load_config(path)
+
+
+def test_yaml_file_holding_a_list_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "list.yml"
+    path.write_text("- source\n- lake\n")
+    with pytest.raises(ConfigError, match="mapping at the top level"):
+        load_config(path)
+
+
+def test_empty_yaml_file_asks_for_the_source(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yml"
+    path.write_text("")
+    with pytest.raises(ConfigError, match="source: Field required"):
+        load_config(path)
+
+
+def test_config_path_that_is_a_directory_is_a_config_error(tmp_path: Path) -> None:
+    """BUG: only FileNotFoundError is translated; a directory (or an unreadable file) escapes as
+    IsADirectoryError/PermissionError instead of a ConfigError naming the path."""
+    with pytest.raises(ConfigError, match="config file"):
+        load_config(tmp_path)
+
+
+def test_malformed_yaml_error_does_not_echo_the_password_line(tmp_path: Path) -> None:
+    """BUG: a password that YAML cannot scan (here one starting with '@', a reserved indicator)
+    makes PyYAML's error quote the offending line, and load_config puts that text into the
+    ConfigError: the password is printed."""
+    path = tmp_path / "secret.yml"
+    path.write_text("source:\n  database: shop\n  password: @hunter2-inline\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert "hunter2-inline" not in str(caught.value)
