@@ -60,7 +60,8 @@ def check_available(source: SourceConfig, start: BinlogOffset) -> None:
             f"the source has purged binlog file {start.file} (oldest kept: "
             f"{files[0] if files else 'none'}), so the changes after {start} are lost to "
             "binlake: re-snapshot the tables (delete the lake's _system folder and bronze/silver "
-            "tables, then run `binlake snapshot`), and keep binlogs longer (binlog_expire_logs_seconds)"
+            "tables, then run `binlake snapshot`), and keep binlogs longer "
+            "(binlog_expire_logs_seconds)"
         )
 
 

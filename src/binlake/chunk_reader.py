@@ -21,7 +21,7 @@ from typing import Any
 import pymysql
 
 from binlake.binlog import read_changes
-from binlake.changes import Row, RowKey, apply_changes
+from binlake.changes import Row, apply_changes
 from binlake.chunks import ChunkRange
 from binlake.config import SourceConfig
 from binlake.offsets import BinlogOffset
@@ -72,11 +72,8 @@ def read_chunk(
     server_id: int,
 ) -> ChunkRead:
     normalizers = [m.normalize for m in map_table(table)]
-    key_indexes = table.key_indexes()
     split_index = table.split_index
-
-    def key_of(row: Row) -> RowKey:
-        return tuple(row[i] for i in key_indexes)
+    key_of = table.key_of
 
     with connection(source) as conn:
         order = key_order(conn, table)

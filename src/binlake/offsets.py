@@ -88,3 +88,17 @@ class ChangePosition:
 def position_token(offset: BinlogOffset, row: int) -> str:
     """`_binlake_offset` values: comparable as strings in Delta MERGE conditions."""
     return f"{file_sequence(offset.file):010d}:{offset.pos:020d}:{row:08d}"
+
+
+def bytes_behind(offset: BinlogOffset, head: BinlogOffset, sizes: dict[str, int]) -> int:
+    """Binlog bytes from `offset` to `head`, across file rotations (`sizes`: SHOW BINARY LOGS)."""
+    if head <= offset:
+        return 0
+    if offset.file == head.file:
+        return head.pos - offset.pos
+    between = [
+        size
+        for name, size in sizes.items()
+        if offset.sort_key[0] < file_sequence(name) < head.sort_key[0]
+    ]
+    return max(sizes.get(offset.file, offset.pos) - offset.pos, 0) + sum(between) + head.pos

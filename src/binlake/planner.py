@@ -7,7 +7,7 @@ from typing import Any
 
 import pymysql
 
-from binlake.chunks import ChunkRange, SortKey, distribution_factor, plan_even, plan_uneven
+from binlake.chunks import ChunkRange, distribution_factor, plan_even, plan_uneven
 from binlake.collation import CollationOrder, needs_collation
 from binlake.config import SnapshotConfig
 from binlake.source import TableSchema, query, quote
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 _INTEGRAL = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 
 
-def key_order(conn: pymysql.Connection, table: TableSchema) -> SortKey | None:
+def key_order(conn: pymysql.Connection, table: TableSchema) -> CollationOrder | None:
     """The sort key for the split column: the collation's for strings, natural otherwise."""
     column = table.column(table.split_column)
     return CollationOrder(conn, column) if needs_collation(column) else None

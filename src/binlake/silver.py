@@ -60,7 +60,7 @@ def ensure_silver(
         )
     else:
         schema = T.StructType(
-            spark_schema(table).fields + [T.StructField(OFFSET_COLUMN, T.StringType())]
+            [*spark_schema(table).fields, T.StructField(OFFSET_COLUMN, T.StringType())]
         )
         initial = spark.createDataFrame([], schema)
     (
@@ -127,7 +127,9 @@ class SilverWriter:
         )
         collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
         on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in table.key)
-        values = {f"`{c}`": f"s.`{c}`" for c in (*table.column_names, OFFSET_COLUMN)}
+        values: dict[str, str | Column] = {
+            f"`{c}`": f"s.`{c}`" for c in (*table.column_names, OFFSET_COLUMN)
+        }
         newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
         (
             DeltaTable.forPath(spark, silver_path(self.config, table))

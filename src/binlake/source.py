@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pymysql
@@ -140,7 +141,7 @@ class Column:
         return "unsigned" in self.column_type
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TableSchema:
     """A captured table: its columns in ordinal order, its row key and its split column."""
 
@@ -168,9 +169,14 @@ class TableSchema:
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
+    @cached_property
     def key_indexes(self) -> tuple[int, ...]:
         names = self.column_names
         return tuple(names.index(k) for k in self.key)
+
+    def key_of(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The row key of a row tuple in column order."""
+        return tuple(row[i] for i in self.key_indexes)
 
     @property
     def split_index(self) -> int:

@@ -69,7 +69,6 @@ def get_or_create(app_name: str = "binlake") -> SparkSession:
 if __name__ == "__main__":
     # `make setup` runs this once to resolve and cache Delta's jars.
     spark = local_session("binlake-setup", cores=1)
-    print(
-        f"Spark {spark.version} with Delta ready (jars cached in {os.environ.get('BINLAKE_IVY_DIR', _DEFAULT_IVY)})"
-    )
+    cache = os.environ.get("BINLAKE_IVY_DIR", _DEFAULT_IVY)
+    print(f"Spark {spark.version} with Delta ready (jars cached in {cache})")
     spark.stop()

@@ -130,7 +130,7 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     batches = changes = 0
     seen: set[int] = set()
     while query.isActive:
-        query.awaitTermination(max(config.stream.trigger_seconds, 1.0))
+        query.awaitTermination(max(int(config.stream.trigger_seconds), 1))
         for progress in query.recentProgress:
             if progress["batchId"] in seen:
                 continue

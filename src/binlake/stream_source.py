@@ -153,16 +153,13 @@ def _filtered_rows(
     by_name = {t.qualified: t for t in spec.tables}
     orders = {t.qualified: key_order(conn, t) for t in spec.tables}
     marks = WatermarkFilter(
-        {name: m.watermarks(orders[name]) for name, m in spec.marks.items()}  # type: ignore[arg-type]
+        {name: m.watermarks(orders[name]) for name, m in spec.marks.items()}
     )
-    key_indexes = {name: t.key_indexes() for name, t in by_name.items()}
     while block := list(islice(changes, _FILTER_BLOCK)):
         parts = [
             part
             for change in block
-            for part in split_key_change(
-                change, lambda row, k=key_indexes[change.table]: tuple(row[i] for i in k)
-            )
+            for part in split_key_change(change, by_name[change.table].key_of)
         ]
         for name, order in orders.items():
             if order is not None:

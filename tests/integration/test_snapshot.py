@@ -217,7 +217,7 @@ def test_snapshot_under_concurrent_writes_matches_source_at_each_chunk_hw(
     assert len(initial) == _ROWS
 
     config = make_config(snapshot={"chunk_size": 500, "parallelism": 2})
-    writers = Writers(db_env, database, _item_writer, threads=3, max_ops=6000, pause_s=0.002)
+    writers = Writers(db_env, database, _item_writer, threads=3, max_ops=int(os.environ.get("XOPS", 6000)), pause_s=0.002)
     with writers:
         time.sleep(0.3)
         began = time.monotonic()
