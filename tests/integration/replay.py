@@ -76,7 +76,8 @@ class Oracle:
 
     def __post_init__(self) -> None:
         self.normalizers = tuple(m.normalize for m in map_table(self.schema))
-        self.key_indexes = self.schema.key_indexes()
+        names = list(self.schema.column_names)
+        self.key_indexes = tuple(names.index(k) for k in self.schema.key)
 
     @classmethod
     def load(
@@ -95,7 +96,7 @@ class Oracle:
 
     @property
     def split_index(self) -> int:
-        return self.schema.split_index
+        return list(self.schema.column_names).index(self.schema.split_column)
 
     def normalise(self, raw: Iterable[Any]) -> Row:
         values = list(raw)
