@@ -14,15 +14,16 @@ help: ## List the targets
 
 setup: $(VENV)/.installed .cache/.delta-jars /usr/sbin/mariadbd ## Virtualenv, MariaDB server, Delta jars
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[local,dev]'
 	touch $@
 
-/usr/sbin/mariadbd:
+/usr/sbin/mariadbd /usr/include/mariadb/mysql.h:
 	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client \
+		libmariadb-dev pkg-config >/dev/null
 
 .cache/.delta-jars: $(VENV)/.installed
 	$(PY) -m binlake.spark  # resolves Delta's jars from Maven Central into .cache/ivy
@@ -45,10 +46,12 @@ unit: $(VENV)/.installed ## Unit tests only (no database, no Spark)
 test: setup lint db-up ## Lint, unit and integration tests against the real MariaDB, binlog and Delta
 	$(DB_ENV) && $(VENV)/bin/pytest -q -p no:cacheprovider tests
 
-run: setup db-up ## Demo: load fixtures/shop.sql, snapshot it into ./lakehouse, stream, print status
+run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, print what landed
+	rm -rf lakehouse
 	$(DB_ENV) && scripts/db.sh sql < fixtures/shop.sql
-	$(DB_ENV) && $(VENV)/bin/binlake run --config fixtures/demo.yml
+	$(DB_ENV) && $(VENV)/bin/binlake bundle run silver_catchup --target local
 	$(DB_ENV) && $(VENV)/bin/binlake status --config fixtures/demo.yml
+	$(DB_ENV) && $(VENV)/bin/binlake verify --config fixtures/demo.yml
 
 bench: setup db-up ## Throughput benchmark (BENCH_ROWS rows, default 1,000,000)
 	$(DB_ENV) && $(PY) -m bench.run

@@ -74,9 +74,7 @@ def sql(db_env: dict[str, str], database: str) -> Callable[..., list[tuple[Any, 
 
 
 @pytest.fixture
-def make_config(
-    db_env: dict[str, str], database: str, tmp_path: Path
-) -> Callable[..., Any]:
+def make_config(db_env: dict[str, str], database: str, tmp_path: Path) -> Callable[..., Any]:
     """A validated Config for the test's database and a lake under tmp_path."""
     from binlake.config import parse_config
 

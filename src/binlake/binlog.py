@@ -51,6 +51,16 @@ class _Decoder:
         return tuple(n(v) for n, v in zip(self.normalizers, raw, strict=True))
 
 
+def _connection_settings(source: SourceConfig) -> dict[str, Any]:
+    return {
+        "host": source.host,
+        "port": source.port,
+        "user": source.user,
+        "passwd": source.resolve_password(),
+        "charset": "utf8mb4",
+    }
+
+
 def check_available(source: SourceConfig, start: BinlogOffset) -> None:
     """Fail loudly if the source no longer has the binlog file `start` points into."""
     with connection(source) as conn:
@@ -79,13 +89,7 @@ def read_changes(
     """
     decoders = {t.name: _Decoder(t, tuple(m.normalize for m in map_table(t))) for t in tables}
     stream = BinLogStreamReader(
-        connection_settings={
-            "host": source.host,
-            "port": source.port,
-            "user": source.user,
-            "passwd": source.resolve_password(),
-            "charset": "utf8mb4",
-        },
+        connection_settings=_connection_settings(source),
         server_id=server_id,
         resume_stream=True,
         blocking=blocking,
@@ -180,20 +184,17 @@ def first_offset_at_or_after(source: SourceConfig, server_id: int, when: datetim
     epoch = int(target.timestamp())
     with connection(source) as conn:
         files = binlog_files(conn)
-    # Scan from the oldest file; events before `when` are skipped by the library by timestamp.
+    # Scan from the oldest kept file to the first transaction committed at or after `when`.
     stream = BinLogStreamReader(
-        connection_settings={
-            "host": source.host,
-            "port": source.port,
-            "user": source.user,
-            "passwd": source.resolve_password(),
-        },
+        connection_settings=_connection_settings(source),
         server_id=server_id,
         resume_stream=True,
         blocking=False,
         log_file=files[0],
         log_pos=4,
         is_mariadb=False,
+        # Transaction boundaries carry the commit times; row events are never decoded here.
+        only_events=[QueryEvent, XidEvent, RotateEvent],
         enable_logging=False,
     )
     try:

@@ -80,7 +80,8 @@ def apply_changes(
     """Replay `changes` (any order; applied by position) onto `rows` keyed by row key.
 
     Insert and update put the after image, delete removes the key; a change is applied only if
-    `keep(image)` (for a chunk: the image's split key falls in the chunk). This is the chunk
+    `keep(image)` (for a chunk: the image's split key falls in the chunk), and an update whose
+    row leaves the chunk (`keep(before)` but not `keep(after)`) removes it. This is the chunk
     normalisation of Flink CDC's SnapshotSplitReader: SELECT result + binlog (LW, HW] → the chunk
     exactly as of HW.
     """
@@ -91,10 +92,12 @@ def apply_changes(
     )
     for change in ordered:
         image = change.image
-        if not keep(image):
-            continue
-        if change.op is Op.DELETE:
+        if keep(image):
+            if change.op is Op.DELETE:
+                result.pop(key_of(image), None)
+            else:
+                result[key_of(image)] = image
+        elif change.op is Op.UPDATE and change.before is not None and keep(change.before):
+            # Same key, but a split column outside the key moved the row out of the chunk.
             result.pop(key_of(image), None)
-        else:
-            result[key_of(image)] = image
     return result

@@ -9,25 +9,27 @@ in neither the rows nor the replay. MariaDB closes that gap exactly: `START TRAN
 CONSISTENT SNAPSHOT` publishes the binlog position of the snapshot (`binlog_snapshot_file/
 _position`, the mechanism behind mysqldump --single-transaction --master-data). On MySQL the
 position read before the snapshot is used; any window that brackets the SELECT is correct.
+
+Rows stay columnar: the SELECT's rows go to Arrow column by column, and the replay only touches
+the keys the binlog window changed (the rows of those keys are replaced by their state at HW).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pymysql
+import pyarrow as pa
 
 from binlake.binlog import read_changes
-from binlake.changes import Row, apply_changes
+from binlake.changes import Row, RowKey, apply_changes
 from binlake.chunks import ChunkRange
 from binlake.config import SourceConfig
 from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
-from binlake.source import TableSchema, connection, current_offset, query, quote
-from binlake.typemap import map_table
+from binlake.source import TableSchema, bulk_connection, connection, current_offset, quote
+from binlake.typemap import ColumnMapping, map_table
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +39,12 @@ class ChunkRead:
     chunk_id: int
     lw: BinlogOffset
     hw: BinlogOffset
-    rows: list[Row]
+    columns: list[pa.Array]  # the chunk at HW, one array per table column
     replayed: int  # binlog changes of this table read in (LW, HW]
+
+    @property
+    def rows(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
 
 
 def select_sql(table: TableSchema, chunk: ChunkRange) -> str:
@@ -58,10 +64,29 @@ def _bounds(chunk: ChunkRange) -> tuple[Any, ...]:
     return tuple(v for v in (chunk.start, chunk.end) if v is not None)
 
 
-def _snapshot_offset(conn: pymysql.Connection) -> BinlogOffset | None:
-    status = dict(query(conn, "SHOW SESSION STATUS LIKE 'binlog_snapshot_%%'"))
+def _select_at_snapshot(
+    source: SourceConfig, table: TableSchema, chunk: ChunkRange
+) -> tuple[BinlogOffset | None, tuple[tuple[Any, ...], ...]]:
+    """The chunk's rows in one consistent snapshot, and that snapshot's binlog position (MariaDB;
+    None elsewhere)."""
+    with bulk_connection(source) as conn:
+        cur = conn.cursor()
+        try:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%%'")
+            status = {str(k): v for k, v in cur.fetchall()}
+            cur.execute(select_sql(table, chunk), _bounds(chunk))
+            rows = cur.fetchall()
+            cur.execute("COMMIT")
+        finally:
+            cur.close()
     file, pos = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
-    return BinlogOffset(str(file), int(pos)) if file and pos is not None else None
+    at = BinlogOffset(_text(file), int(pos)) if file and pos is not None else None
+    return at, rows
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def read_chunk(
@@ -71,55 +96,54 @@ def read_chunk(
     chunk: ChunkRange,
     server_id: int,
 ) -> ChunkRead:
-    normalizers = [m.normalize for m in map_table(table)]
-    split_index = table.split_index
-    key_of = table.key_of
-
+    mappings = map_table(table)
+    name = table.qualified
     with connection(source) as conn:
-        order = key_order(conn, table)
+        log.debug("Snapshot step 1 - Determining low watermark for %s chunk %d", name, chunk_id)
         before = current_offset(conn)
+        at, raw = _select_at_snapshot(source, table, chunk)
+        lw = at or before
         log.debug(
-            "Snapshot step 1 - Determining low watermark for %s chunk %d", table.qualified, chunk_id
+            "Snapshot step 2 - Read %d rows of %s chunk %d %s", len(raw), name, chunk_id, chunk
         )
-        with conn.cursor(pymysql.cursors.SSCursor) as cur:
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            lw = _snapshot_offset(conn) or before
-            log.debug(
-                "Snapshot step 2 - Reading %s chunk %d %s after %s",
-                table.qualified,
-                chunk_id,
-                chunk,
-                lw,
-            )
-            cur.execute(select_sql(table, chunk), _bounds(chunk))
-            selected = {
-                key_of(row): row
-                for row in (
-                    tuple(n(v) for n, v in zip(normalizers, raw, strict=True)) for raw in cur
-                )
-            }
-            cur.execute("COMMIT")
         hw = current_offset(conn)
-        log.debug(
-            "Snapshot step 3 - High watermark %s for %s chunk %d", hw, table.qualified, chunk_id
-        )
+        log.debug("Snapshot step 3 - High watermark %s for %s chunk %d", hw, name, chunk_id)
         if hw <= lw:
-            return ChunkRead(chunk_id, lw, hw, list(selected.values()), 0)
-        log.debug(
-            "Snapshot step 4 - Replaying binlog (%s, %s] onto %s chunk %d",
-            lw,
-            hw,
-            table.qualified,
-            chunk_id,
-        )
+            return ChunkRead(chunk_id, lw, hw, _columns(mappings, raw), 0)
+        log.debug("Snapshot step 4 - Replaying (%s, %s] onto %s chunk %d", lw, hw, name, chunk_id)
         changes = list(read_changes(source, server_id, [table], lw, hw))
+        order = key_order(conn, table)
+        split = table.split_index
         if order is not None:
             order.prime(
-                image[split_index]
+                image[split]
                 for change in changes
                 for image in (change.before, change.after)
                 if image is not None
             )
-        keep: Callable[[Row], bool] = lambda row: chunk.contains(row[split_index], order)  # noqa: E731
-        rows = apply_changes(selected, changes, key_of, keep)
-    return ChunkRead(chunk_id, lw, hw, list(rows.values()), len(changes))
+        # The final state at HW of every key the window touched (None: deleted or moved away).
+        touched: dict[RowKey, Row | None] = {
+            table.key_of(image): None
+            for change in changes
+            for image in (change.before, change.after)
+            if image is not None
+        }
+        touched.update(
+            apply_changes({}, changes, table.key_of, lambda r: chunk.contains(r[split], order))
+        )
+    key_normalizers = [(i, mappings[i].normalize) for i in table.key_indexes]
+    untouched = [r for r in raw if tuple(n(r[i]) for i, n in key_normalizers) not in touched]
+    replaced = [row for row in touched.values() if row is not None]
+    columns = [
+        pa.concat_arrays([column, mapping.to_arrow([row[i] for row in replaced], normalized=True)])
+        for i, (mapping, column) in enumerate(
+            zip(mappings, _columns(mappings, untouched), strict=True)
+        )
+    ]
+    return ChunkRead(chunk_id, lw, hw, columns, len(changes))
+
+
+def _columns(mappings: tuple[ColumnMapping, ...], rows: Any) -> list[pa.Array]:
+    """Row tuples of raw driver values → one Arrow array per column."""
+    transposed = list(zip(*rows, strict=True)) if rows else [() for _ in mappings]
+    return [m.to_arrow(values) for m, values in zip(mappings, transposed, strict=True)]

@@ -33,7 +33,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return parse_config({}, overrides)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="binlake", description="Lock-free MySQL/MariaDB snapshots and CDC into Delta Lake."
     )
@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -98,5 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """Console-script and wheel-task entry point: the exit status reaches the caller (a Databricks
+    task fails when this raises SystemExit with a non-zero code)."""
     raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    run()

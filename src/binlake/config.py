@@ -132,6 +132,20 @@ class StreamConfig(_Section):
         assert match is not None
         return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
+    @field_validator("startup_file")
+    @classmethod
+    def _binlog_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.search(r"\.\d+$", value):
+            raise ValueError(f"expected a binlog file name like 'mysql-bin.000042', got {value!r}")
+        return value
+
+    @field_validator("startup_pos")
+    @classmethod
+    def _binlog_pos(cls, value: int | None) -> int | None:
+        if value is not None and value < 4:
+            raise ValueError(f"binlog positions start at 4 (after the file header), got {value}")
+        return value
+
     @model_validator(mode="after")
     def _mode_needs_its_keys(self) -> StreamConfig:
         if self.startup_mode == "specific-offset" and (
@@ -175,8 +189,14 @@ def load_config(path: str | Path, overrides: dict[str, str] | None = None) -> Co
         raw = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
+        # The parser's message quotes the offending line, which may hold a secret: give only
+        # where it is.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML{where}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
     return parse_config(raw, overrides)
@@ -198,15 +218,25 @@ def parse_config(raw: dict[str, Any], overrides: dict[str, str] | None = None) -
 def _apply_overrides(raw: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:
     merged: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
     for dotted, text in overrides.items():
-        section, _, key = dotted.partition(".")
-        if not key:
+        *parents, key = dotted.split(".")
+        if not parents or not all(parents) or not key:
             raise ConfigError(f"override {dotted!r} must be a dotted key like 'source.host'")
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError:
             value = text
-        target = merged.setdefault(section, {})
-        if not isinstance(target, dict):
-            raise ConfigError(f"override {dotted!r}: {section!r} is not a section")
+        target = merged
+        for depth, part in enumerate(parents):
+            child = target.get(part)
+            if child is None:
+                child = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(
+                    f"override {dotted!r}: {'.'.join(parents[: depth + 1])!r} is not a section"
+                )
+            else:
+                child = dict(child)
+            target[part] = child
+            target = child
         target[key] = value
     return merged

@@ -32,7 +32,7 @@ from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
 from binlake.source import TableSchema, connection, validate
-from binlake.typemap import ColumnMapping, map_table, spark_schema
+from binlake.typemap import spark_schema
 
 log = logging.getLogger(__name__)
 
@@ -217,29 +217,41 @@ class _ChunkBatchReader:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         server_id = self.server_id_base + (context.partitionId() if context else 0)
-        mappings = map_table(self.table)
+        names = [*self.table.column_names, *BRONZE_COLUMNS.fieldNames()]
         for batch in batches:
             for chunk_id, start, end in zip(*(c.to_pylist() for c in batch.columns), strict=True):
                 chunk = ChunkRange(decode_key(start), decode_key(end))
                 read = read_chunk(self.source, self.table, chunk_id, chunk, server_id)
-                yield _to_arrow(mappings, read)
+                yield from _with_marker(
+                    pa.RecordBatch.from_arrays(_rows_at_hw(read), names=names), read
+                )
 
 
-def _to_arrow(mappings: tuple[ColumnMapping, ...], read: ChunkRead) -> pa.RecordBatch:
-    n = len(read.rows)
-    columns = [
-        pa.array([row[i] for row in read.rows], type=m.arrow) for i, m in enumerate(mappings)
+def _rows_at_hw(read: ChunkRead) -> list[pa.Array]:
+    """The chunk's data columns plus `_chunk_id`, `_hw_file`, `_hw_pos`."""
+    n = read.rows
+    return [
+        *read.columns,
+        pa.repeat(pa.scalar(read.chunk_id, pa.int32()), n),
+        pa.repeat(pa.scalar(read.hw.file, pa.string()), n),
+        pa.repeat(pa.scalar(read.hw.pos, pa.int64()), n),
     ]
-    # n data rows, then the marker row: data columns null, watermarks and the row count set.
-    arrays = [pa.concat_arrays([col, pa.nulls(1, col.type)]) for col in columns]
-    arrays += [
-        pa.array([read.chunk_id] * (n + 1), pa.int32()),
-        pa.array([read.hw.file] * (n + 1), pa.string()),
-        pa.array([read.hw.pos] * (n + 1), pa.int64()),
-        pa.array([None] * n + [read.lw.file], pa.string()),
-        pa.array([None] * n + [read.lw.pos], pa.int64()),
-        pa.array([None] * n + [n], pa.int64()),
-        pa.array([False] * n + [True], pa.bool_()),
-    ]
-    names = [m.name for m in mappings] + BRONZE_COLUMNS.fieldNames() + _MARKER_COLUMNS.fieldNames()
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _with_marker(rows: pa.RecordBatch, read: ChunkRead) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """The rows with empty marker columns, then one marker row carrying LW, HW and the count."""
+    n = read.rows
+    marker = {
+        "_chunk_id": read.chunk_id,
+        "_hw_file": read.hw.file,
+        "_hw_pos": read.hw.pos,
+        "_lw_file": read.lw.file,
+        "_lw_pos": read.lw.pos,
+        "_rows": n,
+        "_marker": True,
+    }
+    data = rows.add_column(rows.num_columns, "_lw_file", pa.nulls(n, pa.string()))
+    data = data.add_column(data.num_columns, "_lw_pos", pa.nulls(n, pa.int64()))
+    data = data.add_column(data.num_columns, "_rows", pa.nulls(n, pa.int64()))
+    data = data.add_column(data.num_columns, "_marker", pa.repeat(pa.scalar(False), n))
+    return data, pa.RecordBatch.from_pylist([marker], schema=data.schema)

@@ -58,7 +58,7 @@ def connect(source: SourceConfig, **options: Any) -> pymysql.Connection:
     return conn
 
 
-def _connect_error(source: SourceConfig, exc: pymysql.err.OperationalError) -> SourceError:
+def _connect_error(source: SourceConfig, exc: Exception) -> SourceError:
     code = exc.args[0] if exc.args else None
     where = f"{source.host}:{source.port}"
     if code == ER_ACCESS_DENIED:
@@ -72,6 +72,34 @@ def _connect_error(source: SourceConfig, exc: pymysql.err.OperationalError) -> S
             "may not use it: check source.database and the user's grants"
         )
     return SourceError(f"cannot connect to {where}: {exc.args[-1] if exc.args else exc}")
+
+
+@contextmanager
+def bulk_connection(source: SourceConfig) -> Iterator[Any]:
+    """A MySQLdb (libmariadb, C) connection for bulk reads: ~10× PyMySQL's rows/s (FIELD-NOTES).
+
+    Same session settings as `connect`; used only where rows are fetched in bulk.
+    """
+    import MySQLdb
+
+    try:
+        conn = MySQLdb.connect(
+            host=source.host,
+            port=source.port,
+            user=source.user,
+            password=source.resolve_password(),
+            database=source.database,
+            charset="utf8mb4",
+            connect_timeout=int(source.connect_timeout_s),
+            autocommit=True,
+            init_command="SET time_zone = '+00:00'",
+        )
+    except MySQLdb.OperationalError as exc:
+        raise _connect_error(source, exc) from None
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from binlake.binlog import read_changes
-from binlake.changes import RowChange, split_key_change
+from binlake.changes import Op, RowChange, split_key_change
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.collation import CollationOrder
 from binlake.config import SourceConfig
@@ -152,9 +152,7 @@ def _filtered_rows(
     index = {t.qualified: i for i, t in enumerate(spec.tables)}
     by_name = {t.qualified: t for t in spec.tables}
     orders = {t.qualified: key_order(conn, t) for t in spec.tables}
-    marks = WatermarkFilter(
-        {name: m.watermarks(orders[name]) for name, m in spec.marks.items()}
-    )
+    marks = WatermarkFilter({name: m.watermarks(orders[name]) for name, m in spec.marks.items()})
     while block := list(islice(changes, _FILTER_BLOCK)):
         parts = [
             part
@@ -164,10 +162,24 @@ def _filtered_rows(
         for name, order in orders.items():
             if order is not None:
                 split = by_name[name].split_index
-                order.prime(p.image[split] for p in parts if p.table == name)
+                order.prime(
+                    image[split]
+                    for p in parts
+                    if p.table == name
+                    for image in (p.before, p.after)
+                    if image is not None
+                )
         for part in parts:
-            table = by_name[part.table]
-            if marks.should_apply(part.table, part.image[table.split_index], part.position):
+            split = by_name[part.table].split_index
+            images = (part.before, part.after) if part.op is Op.UPDATE else (part.image,)
+            # An update that keeps its key but moves a split column outside the key crosses
+            # chunks: apply it if either side's chunk has not seen it. Silver's MERGE applies it
+            # only if newer than the row it finds (rows loaded from bronze carry their chunk's HW).
+            if any(
+                marks.should_apply(part.table, image[split], part.position)
+                for image in images
+                if image is not None
+            ):
                 yield _row(part, index[part.table], len(spec.tables))
 
 

@@ -43,6 +43,11 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE_SERVER_ID = 990_000  # outside every make_config range (6000..25999)
+# n = 0..9999 without deep recursion (MariaDB's max_recursive_iterations defaults to 1000).
+_SEQ = (
+    "d(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM d WHERE i < 9), "
+    "seq(n) AS (SELECT a.i + 10 * b.i + 100 * c.i + 1000 * e.i FROM d a, d b, d c, d e)"
+)
 
 
 def _ledger_path(config: Any) -> str:
@@ -216,17 +221,20 @@ def test_snapshot_under_concurrent_writes_matches_source_at_each_chunk_hw(
         start = head_offset(conn)  # quiet: nothing writes to this database yet
     assert len(initial) == _ROWS
 
-    config = make_config(snapshot={"chunk_size": 500, "parallelism": 2})
-    writers = Writers(db_env, database, _item_writer, threads=3, max_ops=int(os.environ.get("XOPS", 6000)), pause_s=0.002)
+    config = make_config(snapshot={"chunk_size": 500, "parallelism": 2, "chunks_per_commit": 16})
+    # Paced to keep writing for the whole snapshot; the bound is only a safety net.
+    writers = Writers(db_env, database, _item_writer, threads=3, max_ops=6000, pause_s=0.01)
     with writers:
         time.sleep(0.3)
         began = time.monotonic()
         summary = run_snapshot(spark, config)
         took = time.monotonic() - began
-    print(f"\nsnapshot {took:.1f} s; writers: {writers.ops} statements ({writers.conflicts} conflicts)")
+    print(f"\nsnapshot {took:.1f} s; {writers.ops} writes ({writers.conflicts} key conflicts)")
     assert summary.chunks >= 20
 
+    began = time.monotonic()
     result = assert_chunks_match_replay(spark, db_env, config, oracle, initial, start)
+    print(f"oracle check {time.monotonic() - began:.1f} s")
     assert result["chunks"] >= 20
     assert result["chunks_with_hw_after_lw"] > 0, "no chunk raced a write: writers too slow"
     assert result["chunks_that_replayed_binlog"] > 0, "no chunk replayed a change of the table"
@@ -264,8 +272,8 @@ def test_killed_snapshot_resumes_without_rereading_finished_chunks(
 
     sql("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(8,3))")
     sql(
-        "INSERT INTO t (id, v, d) WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 "
-        "FROM s WHERE n < 2000) SELECT n * 2, CONCAT('v', n), n / 7 FROM s"
+        f"INSERT INTO t (id, v, d) WITH RECURSIVE {_SEQ} "
+        "SELECT n * 2, CONCAT('v', n), n / 7 FROM seq WHERE n BETWEEN 1 AND 2000"
     )
     config = make_config(snapshot={"chunk_size": 50, "parallelism": 1, "chunks_per_commit": 2})
     config_file = tmp_path / "binlake.yml"
@@ -476,7 +484,7 @@ def test_string_key_ci_collation_chunks_hold_each_key_once(
         start = head_offset(conn)
 
     config = make_config(snapshot={"chunk_size": 100, "parallelism": 2})
-    writers = Writers(db_env, database, _code_writer, threads=2, max_ops=4000, pause_s=0.002)
+    writers = Writers(db_env, database, _code_writer, threads=2, max_ops=5000, pause_s=0.005)
     with writers:
         time.sleep(0.3)
         run_snapshot(spark, config)
@@ -500,10 +508,9 @@ def test_composite_key_table_snapshot(
             "sku VARCHAR(20) NOT NULL, qty INT, PRIMARY KEY (order_id, line_no))"
         )
         sql(
-            f"INSERT INTO {table} (order_id, line_no, sku, qty) WITH RECURSIVE s(n) AS ("
-            f"SELECT 0 UNION ALL SELECT n + 1 FROM s WHERE n < {orders * lines - 1}) "
+            f"INSERT INTO {table} (order_id, line_no, sku, qty) WITH RECURSIVE {_SEQ} "
             f"SELECT 100 + n DIV {lines}, n MOD {lines}, CONCAT('sku-', n), "
-            "IF(n MOD 5 = 0, NULL, n) FROM s"
+            f"IF(n MOD 5 = 0, NULL, n) FROM seq WHERE n < {orders * lines}"
         )
     config = make_config(snapshot={"chunk_size": 10, "parallelism": 2, "chunks_per_commit": 16})
     run_snapshot(spark, config)
@@ -537,9 +544,10 @@ def test_table_without_primary_key_uses_configured_split_key(
         "at DATETIME(3), UNIQUE KEY (event_id))"
     )
     sql(
-        "INSERT INTO audit_log WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s "
-        "WHERE n < 450) SELECT n * 10, IF(n MOD 7 = 0, NULL, CONCAT('user', n MOD 13)), "
-        "TIMESTAMP('2024-01-01') + INTERVAL n SECOND + INTERVAL n * 1000 MICROSECOND FROM s"
+        f"INSERT INTO audit_log WITH RECURSIVE {_SEQ} "
+        "SELECT n * 10, IF(n MOD 7 = 0, NULL, CONCAT('user', n MOD 13)), "
+        "TIMESTAMP('2024-01-01') + INTERVAL n SECOND + INTERVAL n * 1000 MICROSECOND FROM seq "
+        "WHERE n BETWEEN 1 AND 450"
     )
     config = make_config(snapshot={"split_keys": {"audit_log": "event_id"}})
     summary = run_snapshot(spark, config)

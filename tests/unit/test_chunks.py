@@ -3,6 +3,7 @@ invariant that every key of the table lies in exactly one chunk."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from datetime import date, datetime
@@ -65,7 +66,7 @@ def assert_partition(
     outer open ranges may be empty of keys."""
     assert ranges[0].start is None
     assert ranges[-1].end is None
-    for before, after in zip(ranges, ranges[1:], strict=False):
+    for before, after in itertools.pairwise(ranges):
         assert before.end == after.start
     for key in keys:
         holders = [i for i, r in enumerate(ranges) if r.contains(key, sort_key)]
@@ -186,7 +187,9 @@ def test_even_split_of_one_row_is_one_unbounded_chunk() -> None:
 
 def test_even_split_covers_every_key_exactly_once() -> None:
     keys = list(range(-3, 250, 7))
-    ranges = plan_even(min(keys), max(keys), 4, distribution_factor(min(keys), max(keys), len(keys)))
+    ranges = plan_even(
+        min(keys), max(keys), 4, distribution_factor(min(keys), max(keys), len(keys))
+    )
     assert_partition(ranges, keys)
 
 
@@ -230,7 +233,7 @@ def test_uneven_split_with_chunk_size_one_gives_one_key_per_chunk() -> None:
 
 def test_uneven_split_of_skewed_first_key_column_never_makes_a_zero_width_chunk() -> None:
     # Split column = first column of a composite key; 25 rows share the value 1.
-    rows = [(1, b) for b in range(25)] + [(2, 0), (3, 0), (4, 0), (5, 0)] + [(6, b) for b in range(3)]
+    rows = [(1, b) for b in range(25)] + [(k, 0) for k in (2, 3, 4, 5)] + [(6, b) for b in range(3)]
     split_values = [a for a, _ in rows]
     table = KeyList(split_values, chunk_size=10)
     ranges = table.plan()

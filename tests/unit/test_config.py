@@ -121,7 +121,7 @@ def test_override_value_that_is_not_valid_yaml_is_taken_as_text() -> None:
 
 
 def test_override_without_a_dot_is_rejected() -> None:
-    with pytest.raises(ConfigError, match="'chunk_size'.*dotted key"):
+    with pytest.raises(ConfigError, match=r"'chunk_size'.*dotted key"):
         parse_config(MINIMAL, {"chunk_size": "10"})
 
 
@@ -174,14 +174,20 @@ def test_zero_chunk_size_is_rejected() -> None:
 
 
 def test_server_id_range_smaller_than_parallelism_plus_stream_is_rejected() -> None:
-    raw = {"source": {"database": "shop", "server_id_range": [1, 4]}, "snapshot": {"parallelism": 4}}
+    raw = {
+        "source": {"database": "shop", "server_id_range": [1, 4]},
+        "snapshot": {"parallelism": 4},
+    }
     message = config_error(raw)
     assert "source.server_id_range [1, 4] holds 4 ids" in message
     assert "snapshot.parallelism 4 plus the stream need 5" in message
 
 
 def test_server_id_range_of_exactly_parallelism_plus_one_is_enough() -> None:
-    raw = {"source": {"database": "shop", "server_id_range": [1, 5]}, "snapshot": {"parallelism": 4}}
+    raw = {
+        "source": {"database": "shop", "server_id_range": [1, 5]},
+        "snapshot": {"parallelism": 4},
+    }
     assert parse_config(raw).source.server_id_range == (1, 5)
 
 
@@ -253,7 +259,9 @@ def test_timestamp_mode_parses_an_iso_timestamp() -> None:
 
 
 def test_unknown_startup_mode_is_rejected() -> None:
-    assert "stream.startup_mode" in config_error({**MINIMAL, "stream": {"startup_mode": "earliest"}})
+    assert "stream.startup_mode" in config_error(
+        {**MINIMAL, "stream": {"startup_mode": "earliest"}}
+    )
 
 
 def test_config_errors_belong_to_the_binlake_error_family() -> None:
@@ -321,14 +329,14 @@ def test_load_config_reads_a_yaml_file(tmp_path: Path) -> None:
 
 def test_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "absent.yml"
-    with pytest.raises(ConfigError, match="absent.yml.*does not exist"):
+    with pytest.raises(ConfigError, match=r"absent\.yml.*does not exist"):
         load_config(path)
 
 
 def test_malformed_yaml_file_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "broken.yml"
     path.write_text("source:\n  database: [shop\n")
-    with pytest.raises(ConfigError, match="broken.yml.*not valid YAML"):
+    with pytest.raises(ConfigError, match=r"broken\.yml.*not valid YAML"):
         load_config(path)
 
 

@@ -345,5 +345,5 @@ def test_mapping_keeps_the_column_name() -> None:
 
 
 def test_unsupported_type_is_refused_naming_the_column() -> None:
-    with pytest.raises(ValueError, match="'c'.*'vector'"):
+    with pytest.raises(ValueError, match=r"'c'.*'vector'"):
         map_column(column("vector"))

@@ -89,9 +89,7 @@ def test_key_changing_update_across_chunks_is_judged_per_side() -> None:
     def key_of(row: Row) -> tuple[int]:
         return (row[0],)
 
-    change = RowChange(
-        "shop.orders", Op.UPDATE, at("mysql-bin.1000000", 200), (150, "x"), (5, "x")
-    )
+    change = RowChange("shop.orders", Op.UPDATE, at("mysql-bin.1000000", 200), (150, "x"), (5, "x"))
     parts = split_key_change(change, key_of)
     verdicts = {
         part.op: ORDERS.should_apply(key_of(part.image)[0], part.position) for part in parts

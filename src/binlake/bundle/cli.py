@@ -13,7 +13,7 @@ from binlake.bundle.validate import validate
 
 
 def main(args: Sequence[str]) -> int:
-    options = _parser().parse_args(args)
+    options = build_parser().parse_args(args)
     bundle = load_bundle(options.root, options.target, _pairs(options.var, "--var"))
     if options.action == "validate":
         for line in validate(bundle):
@@ -43,7 +43,7 @@ def _pairs(pairs: Sequence[str] | None, option: str) -> dict[str, str]:
     return result
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--target", "-t", help="bundle target (default: the `default: true` one)")
     common.add_argument(

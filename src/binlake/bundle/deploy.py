@@ -48,19 +48,15 @@ def deploy(
 ) -> list[DeployedJob]:
     """Upload the bundle's wheels to `${workspace.artifact_path}/.internal`, then create each job
     or reset the one a previous deploy created."""
-    artifact_path = bundle.workspace.artifact_path
-    if artifact_path is None:
-        raise BundleError(
-            f"target {bundle.target!r} has no workspace.root_path: deploy needs a workspace "
-            "target (e.g. --target dev)"
-        )
-    wheels = upload_wheels(bundle, client, f"{artifact_path}/.internal", build or build_wheel)
+    folder = f"{_artifact_path(bundle)}/.internal"
+    wheels = upload_wheels(bundle, client, folder, build or build_wheel)
     return [_upsert_job(bundle, client, job, wheels) for job in bundle.jobs.values()]
 
 
 def workspace_client(bundle: Bundle) -> WorkspaceClient:
     """A client for the target's host (or DATABRICKS_HOST), authenticated the SDK's standard way:
     DATABRICKS_TOKEN, ~/.databrickscfg or any other unified-auth source."""
+    _artifact_path(bundle)
     try:
         return WorkspaceClient(host=bundle.workspace.host)
     except ValueError as exc:
@@ -68,6 +64,15 @@ def workspace_client(bundle: Bundle) -> WorkspaceClient:
         raise BundleError(
             f"cannot authenticate to {host}: {exc}; set DATABRICKS_TOKEN or configure a profile"
         ) from None
+
+
+def _artifact_path(bundle: Bundle) -> str:
+    if bundle.workspace.artifact_path is None:
+        raise BundleError(
+            f"target {bundle.target!r} has no workspace.root_path: deploy needs a workspace "
+            "target (e.g. --target dev)"
+        )
+    return bundle.workspace.artifact_path
 
 
 def build_wheel(artifact: Artifact) -> Path:

@@ -45,7 +45,7 @@ def check_cli_call(where: str, arguments: list[str]) -> None:
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
-            args = cli._parser().parse_args(arguments)
+            args = cli.build_parser().parse_args(arguments)
     except SystemExit:
         reason = errors.getvalue().strip().splitlines()[-1:] or ["unparseable"]
         raise BundleError(f"{where}: the binlake CLI rejects its parameters: {reason[0]}") from None

@@ -1,0 +1,132 @@
+"""Python-side profiles of binlake's two hot paths, run in-process on the benchmark's data:
+the snapshot chunk reader (`read_chunk` + Arrow building) and the stream reader's `read`
+(binlog decode + high-watermark filter). pyinstrument gives wall-clock self/inclusive time per
+function; cProfile gives exact call counts (its overhead inflates small functions, so read its
+times as relative)."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from itertools import islice
+from typing import Any
+
+from pyinstrument import Profiler
+
+
+def _aggregate(root: Any) -> tuple[dict[str, float], dict[str, float]]:
+    own: dict[str, float] = defaultdict(float)
+    inclusive: dict[str, float] = defaultdict(float)
+
+    def name(frame: Any) -> str:
+        return f"{frame.function}  ({frame.file_path_short}:{frame.line_no})"
+
+    def walk(frame: Any, stack: frozenset[str]) -> None:
+        real = [c for c in frame.children if not c.is_synthetic]
+        key = name(frame)
+        own[key] += frame.time - sum(c.time for c in real)
+        if key not in stack:
+            inclusive[key] += frame.time
+        for child in real:
+            walk(child, stack | {key})
+
+    if root is not None:
+        walk(root, frozenset())
+    return own, inclusive
+
+
+def profile(
+    label: str, work: Callable[[], int], unit: str, top: int = 10
+) -> tuple[str, dict[str, Any]]:
+    """Run `work` (returns items processed) under pyinstrument, then again under cProfile."""
+    profiler = Profiler(interval=0.001)
+    started = time.perf_counter()
+    profiler.start()
+    items = work()
+    profiler.stop()
+    wall = time.perf_counter() - started
+    session = profiler.last_session
+    own, inclusive = _aggregate(session.root_frame())
+    lines = [f"=== {label}: {items} {unit} in {wall:.2f} s under pyinstrument "
+             f"({items / wall:,.0f} {unit}/s) ===", "",
+             f"Top {top} by self time (pyinstrument, wall clock):"]  # fmt: skip
+    total = session.duration or wall
+    top_self = sorted(own.items(), key=lambda kv: -kv[1])[:top]
+    for i, (fn, t) in enumerate(top_self, 1):
+        lines.append(f"{i:3d}. {t:7.2f} s {100 * t / total:5.1f}%  {fn}")
+    lines += ["", f"Top {top} by inclusive time (pyinstrument; outermost call of each function):"]
+    for i, (fn, t) in enumerate(sorted(inclusive.items(), key=lambda kv: -kv[1])[1 : top + 1], 1):
+        lines.append(f"{i:3d}. {t:7.2f} s {100 * t / total:5.1f}%  {fn}")
+
+    prof = cProfile.Profile()
+    prof.enable()
+    again = work()
+    prof.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    calls = sum(v[1] for v in stats.stats.values())  # type: ignore[attr-defined]
+    lines += ["", f"Top {top} by own time under cProfile ({calls:,} Python calls in total, "
+              f"{calls / max(again, 1):,.0f} per {unit.rstrip('s')}):"]  # fmt: skip
+    stats.sort_stats("tottime").print_stats(top)
+    lines += [ln for ln in out.getvalue().splitlines() if ln.strip()][-(top + 1) :]
+    lines += ["", "Call tree (pyinstrument, frames ≥ 2% shown):",
+              session_text(profiler)]  # fmt: skip
+    summary = {
+        "items": items,
+        "seconds": round(wall, 3),
+        "items_per_s": round(items / wall, 1),
+        "python_calls_per_item": round(calls / max(again, 1), 1),
+        "top_self": [{"function": fn, "seconds": round(t, 3)} for fn, t in top_self],
+    }
+    return "\n".join(lines), summary
+
+
+def session_text(profiler: Profiler) -> str:
+    from pyinstrument.renderers import ConsoleRenderer
+
+    renderer = ConsoleRenderer(unicode=True, color=False, show_all=False, short_mode=True,
+                               processor_options={"filter_threshold": 0.02})  # fmt: skip
+    return profiler.output(renderer)
+
+
+def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: int, server_id: int):
+    """Read `chunks` consecutive chunks with binlake's chunk reader and build their Arrow batches,
+    exactly as a snapshot task does."""
+    from binlake.chunk_reader import read_chunk
+    from binlake.chunks import ChunkRange
+    from binlake.snapshot import _to_arrow
+    from binlake.typemap import map_table
+
+    def work() -> int:
+        mappings = map_table(table)
+        rows = 0
+        for i in range(chunks):
+            start = low + i * chunk_size
+            read = read_chunk(source, table, i, ChunkRange(start, start + chunk_size), server_id)
+            try:  # the Arrow batch a snapshot task yields (rows + one marker row)
+                rows += _to_arrow(mappings, read).num_rows - 1
+            except (TypeError, AttributeError):  # a reader that already returns Arrow columns
+                rows += read.rows if isinstance(read.rows, int) else len(read.rows)
+        return rows
+
+    return work
+
+
+def stream_work(spec: Any, start: Any, end: Any, limit: int):
+    """Consume the stream reader's `read` over (start, end], at most `limit` output rows."""
+    from binlake.stream_source import BinlogRange, BinlogStreamReader
+
+    def work() -> int:
+        reader = BinlogStreamReader(spec)
+        part = BinlogRange(start.file, start.pos, end.file, end.pos)
+        rows = reader.read(part)
+        try:
+            return sum(1 for _ in islice(rows, limit))
+        finally:
+            rows.close()  # type: ignore[attr-defined]  # closes the binlog connection now
+
+    return work

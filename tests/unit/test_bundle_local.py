@@ -1,0 +1,161 @@
+"""`binlake bundle run JOB`: tasks in dependency order, each a `binlake` call with the job
+parameters resolved for the target — recorded by a fake in place of `binlake.cli.main`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from binlake import cli
+from binlake.bundle.definition import load_bundle
+from binlake.bundle.errors import BundleError
+from binlake.bundle.local import run_job
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Recorder:
+    """Stands in for `binlake.cli.main`: records each call, fails the commands it is told to."""
+
+    def __init__(self, failing: str | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.failing = failing
+
+    def __call__(self, argv: Sequence[str]) -> int:
+        self.calls.append(list(argv))
+        return 2 if argv[0] == self.failing else 0
+
+    @property
+    def commands(self) -> list[str]:
+        return [call[0] for call in self.calls]
+
+
+def wheel_task(key: str, command: str, *depends_on: str) -> dict[str, Any]:
+    return {
+        "task_key": key,
+        "depends_on": [{"task_key": name} for name in depends_on],
+        "python_wheel_task": {
+            "package_name": "binlake",
+            "entry_point": "binlake",
+            "parameters": [command, "--set=source.database=shop"],
+        },
+    }
+
+
+def write_job(root: Path, tasks: list[dict[str, Any]]) -> Path:
+    bundle = {"bundle": {"name": "demo"}, "targets": {"local": {"default": True}}}
+    bundle["resources"] = {"jobs": {"j": {"name": "j", "tasks": tasks}}}
+    (root / "bundle.yml").write_text(yaml.safe_dump(bundle))
+    return root
+
+
+def test_tasks_run_after_the_tasks_they_depend_on(tmp_path: Path) -> None:
+    tasks = [
+        wheel_task("verify", "verify", "stream"),
+        wheel_task("snapshot", "snapshot"),
+        wheel_task("stream", "stream", "snapshot"),
+    ]
+    recorder = Recorder()
+
+    run_job(load_bundle(write_job(tmp_path, tasks)), "j", execute=recorder)
+
+    assert recorder.commands == ["snapshot", "stream", "verify"]
+
+
+def test_catchup_job_snapshots_then_streams_available_now() -> None:
+    recorder = Recorder()
+
+    run_job(load_bundle(REPO, "local"), "silver_catchup", execute=recorder)
+
+    assert [call[:2] for call in recorder.calls] == [
+        ["snapshot", "--set=source.host=127.0.0.1"],
+        ["stream", "--available-now"],
+    ]
+
+
+def test_job_parameters_resolve_to_the_target_values() -> None:
+    recorder = Recorder()
+
+    run_job(load_bundle(REPO, "local"), "bronze_snapshot", execute=recorder)
+
+    (call,) = recorder.calls
+    assert "--set=source.port=13306" in call
+    assert "--set=source.database=shop" in call
+    assert "--set=lake.root=./lakehouse" in call
+    assert not any("{{" in argument or "${" in argument for argument in call)
+
+
+def test_param_replaces_the_job_parameter_default() -> None:
+    recorder = Recorder()
+
+    run_job(
+        load_bundle(REPO, "local"),
+        "bronze_snapshot",
+        {"snapshot_parallelism": "2"},
+        execute=recorder,
+    )
+
+    assert "--set=snapshot.parallelism=2" in recorder.calls[0]
+
+
+def test_var_reaches_the_task_through_the_job_parameter_default() -> None:
+    recorder = Recorder()
+
+    run_job(
+        load_bundle(REPO, "local", {"lake_root": "/tmp/lake"}), "silver_stream", execute=recorder
+    )
+
+    assert "--set=lake.root=/tmp/lake" in recorder.calls[0]
+
+
+def test_unknown_param_is_an_error_before_any_task_runs() -> None:
+    recorder = Recorder()
+
+    with pytest.raises(BundleError, match="job 'bronze_snapshot' has no parameter chunk"):
+        run_job(load_bundle(REPO, "local"), "bronze_snapshot", {"chunk": "1"}, execute=recorder)
+    assert recorder.calls == []
+
+
+def test_failed_task_stops_the_run_and_names_the_skipped_tasks() -> None:
+    recorder = Recorder(failing="snapshot")
+
+    with pytest.raises(BundleError, match="'snapshot' of job 'silver_catchup' failed with exit "):
+        run_job(load_bundle(REPO, "local"), "silver_catchup", execute=recorder)
+    assert recorder.commands == ["snapshot"]
+
+
+def test_dependency_cycle_is_an_error_before_any_task_runs(tmp_path: Path) -> None:
+    tasks = [wheel_task("a", "snapshot", "b"), wheel_task("b", "stream", "a")]
+    recorder = Recorder()
+
+    with pytest.raises(BundleError, match="tasks a, b of job 'j' depend on each other in a cycle"):
+        run_job(load_bundle(write_job(tmp_path, tasks)), "j", execute=recorder)
+    assert recorder.calls == []
+
+
+def test_dependency_on_an_unknown_task_is_an_error(tmp_path: Path) -> None:
+    tasks = [wheel_task("stream", "stream", "snap")]
+
+    with pytest.raises(BundleError, match="'stream' of job 'j' depends on snap, not a task"):
+        run_job(load_bundle(write_job(tmp_path, tasks)), "j", execute=Recorder())
+
+
+def test_task_that_is_not_a_binlake_wheel_task_is_refused(tmp_path: Path) -> None:
+    tasks = [{"task_key": "nb", "notebook_task": {"notebook_path": "/x"}}]
+
+    with pytest.raises(BundleError, match="'nb' of job 'j' is not a python_wheel_task"):
+        run_job(load_bundle(write_job(tmp_path, tasks)), "j", execute=Recorder())
+
+
+def test_unknown_job_is_an_error_listing_the_jobs() -> None:
+    with pytest.raises(BundleError, match="has no job 'gold'; its jobs are bronze_snapshot"):
+        run_job(load_bundle(REPO, "local"), "gold", execute=Recorder())
+
+
+def test_tasks_run_through_the_cli_entry_point_by_default() -> None:
+    assert inspect.signature(run_job).parameters["execute"].default is cli.main
