@@ -645,7 +645,7 @@ def main() -> int:
             "worker_peak_mb": round(monitor.peak_mb["workers"], 1),
             "worker_single_peak_mb": round(monitor.peak_mb["worker_single"], 1),
             "method": "RSS sampled every 0.25 s; driver = this Python + its JVM; workers = sum "
-            "over pyspark.daemon and its forked workers (shared pages counted once per process)",
+            "over pyspark.daemon and its forked workers (pages shared after fork are counted in each process: an upper bound)",
             "by_phase": {k: {kk: round(vv, 1) for kk, vv in v.items()} for k, v in monitor.phase_peak_mb.items()},
         },
         "cpu_by_phase": monitor.phase_cpu,

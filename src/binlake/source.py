@@ -34,37 +34,40 @@ def quote(identifier: str) -> str:
     return "`" + identifier.replace("`", "``") + "`"
 
 
-def connect(source: SourceConfig, **options: Any) -> pymysql.Connection:
-    """Open a connection in UTC with the server's binary-safe defaults.
+def _session_options(source: SourceConfig) -> dict[str, Any]:
+    """Connection settings both drivers (PyMySQL and MySQLdb) accept under the same names.
 
     `time_zone = '+00:00'` makes TIMESTAMP values arrive in UTC, matching the binlog's epoch
-    seconds, so both paths land the same instant.
+    seconds, so both read paths land the same instant.
     """
+    return {
+        "host": source.host,
+        "port": source.port,
+        "user": source.user,
+        "password": source.resolve_password(),
+        "database": source.database,
+        "charset": "utf8mb4",
+        "connect_timeout": int(source.connect_timeout_s),
+        "autocommit": True,
+        "init_command": "SET time_zone = '+00:00'",
+    }
+
+
+def connect(source: SourceConfig, **options: Any) -> pymysql.Connection:
+    """A PyMySQL connection in UTC: for metadata, watermarks and small queries."""
     try:
-        conn = pymysql.connect(
-            host=source.host,
-            port=source.port,
-            user=source.user,
-            password=source.resolve_password(),
-            database=source.database,
-            charset="utf8mb4",
-            connect_timeout=int(source.connect_timeout_s),
-            autocommit=True,
-            init_command="SET time_zone = '+00:00'",
-            **options,
-        )
+        return pymysql.connect(**_session_options(source), **options)
     except pymysql.err.OperationalError as exc:
         raise _connect_error(source, exc) from None
-    return conn
 
 
 def _connect_error(source: SourceConfig, exc: Exception) -> SourceError:
     code = exc.args[0] if exc.args else None
     where = f"{source.host}:{source.port}"
     if code == ER_ACCESS_DENIED:
-        hint = f"${source.password_env}" if source.password is None else "source.password"
         return SourceError(
-            f"access denied for user {source.user!r} at {where}: check source.user and {hint}"
+            f"access denied for user {source.user!r} at {where}: check source.user and the "
+            f"password (source.password_env, now {source.password_env!r}, or source.password)"
         )
     if code in (ER_BAD_DB, ER_DBACCESS_DENIED):
         return SourceError(
@@ -76,24 +79,11 @@ def _connect_error(source: SourceConfig, exc: Exception) -> SourceError:
 
 @contextmanager
 def bulk_connection(source: SourceConfig) -> Iterator[Any]:
-    """A MySQLdb (libmariadb, C) connection for bulk reads: ~10× PyMySQL's rows/s (FIELD-NOTES).
-
-    Same session settings as `connect`; used only where rows are fetched in bulk.
-    """
+    """A MySQLdb (libmariadb, C) connection for bulk reads: ~10× PyMySQL's rows/s (FIELD-NOTES)."""
     import MySQLdb
 
     try:
-        conn = MySQLdb.connect(
-            host=source.host,
-            port=source.port,
-            user=source.user,
-            password=source.resolve_password(),
-            database=source.database,
-            charset="utf8mb4",
-            connect_timeout=int(source.connect_timeout_s),
-            autocommit=True,
-            init_command="SET time_zone = '+00:00'",
-        )
+        conn = MySQLdb.connect(**_session_options(source))
     except MySQLdb.OperationalError as exc:
         raise _connect_error(source, exc) from None
     try:

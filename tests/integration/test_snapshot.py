@@ -254,9 +254,8 @@ def _subprocess_env() -> dict[str, str]:
 
 
 def _finished(spark: Any, path: str) -> dict[int, tuple[str, int, Any]]:
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, path):
+    # Not DeltaTable.isDeltaTable: it caches "no table yet" and never sees the first commit.
+    if not any(Path(path, "_delta_log").glob("*.json")):
         return {}
     frame = spark.read.format("delta").load(path).where("status = 'finished'")
     return {
