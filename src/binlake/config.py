@@ -26,6 +26,7 @@ from pydantic import (
 
 from binlake.errors import ConfigError
 
+_ROWS_PER_COMMIT = 250_000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -83,13 +84,16 @@ class SnapshotConfig(_Section):
     #: Even splitting applies while (max - min + 1) / rows lies within these bounds (Flink's).
     distribution_factor_upper: Annotated[float, Field(gt=0)] = 1000.0
     distribution_factor_lower: Annotated[float, Field(gt=0)] = 0.05
-    #: Chunks committed to bronze and the ledger together; 0 = 4 × parallelism. Smaller loses
-    #: less work to a crash, larger spends less time in Delta commits.
+    #: Chunks committed to bronze and the ledger together; 0 = automatic: enough chunks for
+    #: about 250,000 rows, at least 4 × parallelism. Smaller loses less work to a crash, larger
+    #: spends less time in Delta commits (a few seconds each).
     chunks_per_commit: Annotated[int, Field(ge=0)] = 0
 
     @property
     def commit_batch(self) -> int:
-        return self.chunks_per_commit or 4 * self.parallelism
+        if self.chunks_per_commit:
+            return self.chunks_per_commit
+        return max(4 * self.parallelism, -(-_ROWS_PER_COMMIT // self.chunk_size))
 
 
 class LakeConfig(_Section):
