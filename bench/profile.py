@@ -94,23 +94,25 @@ def session_text(profiler: Profiler) -> str:
 
 
 def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: int, server_id: int):
-    """Read `chunks` consecutive chunks with binlake's chunk reader and build their Arrow batches,
-    exactly as a snapshot task does."""
-    from binlake.chunk_reader import read_chunk
-    from binlake.chunks import ChunkRange
-    from binlake.snapshot import _to_arrow
-    from binlake.typemap import map_table
+    """Read `chunks` consecutive chunks through the snapshot task's own `mapInArrow` function
+    (`binlake.snapshot._ChunkBatchReader`: read_chunk + Arrow batches), outside Spark."""
+    import pyarrow as pa
+
+    from binlake.chunks import encode_key
+    from binlake.snapshot import _ChunkBatchReader
 
     def work() -> int:
-        mappings = map_table(table)
+        plan = pa.RecordBatch.from_pydict(
+            {
+                "chunk_id": pa.array(range(chunks), pa.int32()),
+                "start": [encode_key(low + i * chunk_size) for i in range(chunks)],
+                "end": [encode_key(low + (i + 1) * chunk_size) for i in range(chunks)],
+            }
+        )
         rows = 0
-        for i in range(chunks):
-            start = low + i * chunk_size
-            read = read_chunk(source, table, i, ChunkRange(start, start + chunk_size), server_id)
-            try:  # the Arrow batch a snapshot task yields (rows + one marker row)
-                rows += _to_arrow(mappings, read).num_rows - 1
-            except (TypeError, AttributeError):  # a reader that already returns Arrow columns
-                rows += read.rows if isinstance(read.rows, int) else len(read.rows)
+        for batch in _ChunkBatchReader(source, table, server_id)(iter([plan])):
+            marker = batch.column(batch.schema.get_field_index("_marker")).to_pylist()
+            rows += sum(1 for m in marker if not m)
         return rows
 
     return work

@@ -609,13 +609,39 @@ def main() -> int:
     latency = stream_latency(bench, spark, monitor)
     stream.update(latency)
 
-    profile_text, profile_summary = ("", {})
+    results = summarise(bench, stamp, load_s, stream, monitor, info)
+    report.write(RESULTS, stamp, results, "")  # written now: a failing profile loses nothing
     if not os.environ.get("BENCH_SKIP_PROFILE"):
         with monitor.phase("profile"):
-            profile_text, profile_summary = profiles(bench, spark, offsets)
+            profile_text, results["profile"] = profiles(bench, spark, offsets)
+    else:
+        profile_text = ""
     monitor.stop()
     spark.stop()
+    results["memory"] = memory(monitor)
+    results["cpu_by_phase"] = monitor.phase_cpu
+    paths = report.write(RESULTS, stamp, results, profile_text)
+    for p in paths:
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(report.markdown(results), flush=True)
+    return 0
 
+
+def memory(monitor) -> dict[str, Any]:
+    return {
+        "driver_peak_mb": round(monitor.peak_mb["driver"], 1),
+        "worker_peak_mb": round(monitor.peak_mb["workers"], 1),
+        "worker_single_peak_mb": round(monitor.peak_mb["worker_single"], 1),
+        "method": "RSS sampled every 0.25 s; driver = this Python + its JVM; workers = sum over "
+        "pyspark.daemon and its forked workers (pages shared after fork are counted in each "
+        "process: an upper bound)",
+        "by_phase": {
+            k: {kk: round(vv, 1) for kk, vv in v.items()} for k, v in monitor.phase_peak_mb.items()
+        },
+    }
+
+
+def summarise(bench, stamp, load_s, stream, monitor, info) -> dict[str, Any]:
     snap = {k: median_of(v) for k, v in bench.samples.items() if not k.startswith("_")}
     snap["binlake_p2_vs_client"] = round(snap["binlake_p2_rows_s"] / snap["client_rows_s"], 3)
     snap["binlake_p2_vs_jdbc"] = round(snap["binlake_p2_rows_s"] / snap["jdbc_p2_rows_s"], 3)
@@ -640,23 +666,12 @@ def main() -> int:
         "load_data_rows_s": round(bench.rows / load_s, 1),
         "snapshot": snap,
         "stream": stream,
-        "memory": {
-            "driver_peak_mb": round(monitor.peak_mb["driver"], 1),
-            "worker_peak_mb": round(monitor.peak_mb["workers"], 1),
-            "worker_single_peak_mb": round(monitor.peak_mb["worker_single"], 1),
-            "method": "RSS sampled every 0.25 s; driver = this Python + its JVM; workers = sum "
-            "over pyspark.daemon and its forked workers (pages shared after fork are counted in each process: an upper bound)",
-            "by_phase": {k: {kk: round(vv, 1) for kk, vv in v.items()} for k, v in monitor.phase_peak_mb.items()},
-        },
+        "memory": memory(monitor),
         "cpu_by_phase": monitor.phase_cpu,
-        "profile": profile_summary,
+        "profile": {},
         "machine": info,
     }  # fmt: skip
-    paths = report.write(RESULTS, stamp, results, profile_text)
-    for p in paths:
-        say(f"wrote {p.relative_to(ROOT)}")
-    print(report.markdown(results), flush=True)
-    return 0
+    return results
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.errors import LedgerError
+from binlake.lake import table_exists
 from binlake.offsets import BinlogOffset
 
 PENDING = "pending"
@@ -84,7 +85,7 @@ class Ledger:
         )
 
     def exists(self) -> bool:
-        return DeltaTable.isDeltaTable(self._spark, self.path)
+        return table_exists(self._spark, self.path)
 
     def chunks(self, table: str | None = None) -> list[ChunkState]:
         """All ledger rows (of one table), ordered by table and chunk id."""

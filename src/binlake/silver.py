@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.config import Config
+from binlake.lake import table_exists
 from binlake.snapshot import bronze_path
 from binlake.source import TableSchema
 from binlake.stream_source import after_column, before_column
@@ -49,7 +50,7 @@ def ensure_silver(
 ) -> None:
     """Create silver once, in one commit: from bronze (rows at their chunk's HW) or empty."""
     path = silver_path(config, table)
-    if DeltaTable.isDeltaTable(spark, path):
+    if table_exists(spark, path):
         return
     columns = list(table.column_names)
     if from_bronze:

@@ -6,10 +6,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from binlake.config import Config
+from binlake.lake import table_exists
 from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import bytes_behind
 from binlake.snapshot import ledger_path, with_resolved_password
@@ -50,7 +50,7 @@ def stream_lag(config: Config) -> str:
 
 
 def _silver_rows(spark: SparkSession, path: str) -> str:
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not table_exists(spark, path):
         return "-"
     return f"{spark.read.format('delta').load(path).count():,}"
 

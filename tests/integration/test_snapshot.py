@@ -274,7 +274,7 @@ def test_killed_snapshot_resumes_without_rereading_finished_chunks(
         f"INSERT INTO t (id, v, d) WITH RECURSIVE {_SEQ} "
         "SELECT n * 2, CONCAT('v', n), n / 7 FROM seq WHERE n BETWEEN 1 AND 2000"
     )
-    config = make_config(snapshot={"chunk_size": 50, "parallelism": 1, "chunks_per_commit": 2})
+    config = make_config(snapshot={"chunk_size": 100, "parallelism": 1, "chunks_per_commit": 2})
     config_file = tmp_path / "binlake.yml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
     ledger, bronze = _ledger_path(config), _bronze_path(config, "t")
@@ -322,7 +322,10 @@ def test_killed_snapshot_resumes_without_rereading_finished_chunks(
     )
     print(f"\nkilled after {len(before)}/{total} chunks; bronze history {history_before}")
 
-    summary = run_snapshot(spark, config)
+    # Resume in-process, in one commit batch (batching is not part of the plan).
+    resumed = make_config(snapshot={"chunk_size": 100, "parallelism": 2, "chunks_per_commit": 64})
+    assert resumed.lake.root == config.lake.root
+    summary = run_snapshot(spark, resumed)
     assert summary.chunks == total
     assert summary.chunks_read == total - len(before), "finished chunks were read again"
 
@@ -424,10 +427,6 @@ def _code(rng: random.Random, n: int) -> str:
     return f"{letter.upper() if rng.random() < 0.5 else letter}-{n:05d}"
 
 
-def _swap_case(code: str) -> str:
-    return code.swapcase()
-
-
 def _code_writer(cur: Any, rng: random.Random) -> None:
     roll = rng.random()
     if roll < 0.35:
@@ -452,7 +451,7 @@ def _code_writer(cur: Any, rng: random.Random) -> None:
     elif roll < 0.85:
         # Same key under the collation, different case: a key change only byte-wise.
         code = _code(rng, rng.randrange(3000))
-        cur.execute("UPDATE codes SET code = %s WHERE code = %s", (_swap_case(code), code))
+        cur.execute("UPDATE codes SET code = %s WHERE code = %s", (code.swapcase(), code))
     else:
         cur.execute(
             "UPDATE codes SET code = %s WHERE code = %s",
