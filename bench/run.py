@@ -527,7 +527,7 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     chunks = env_int("BENCH_PROFILE_CHUNKS", 8)
     say(f"profile: binlake chunk reader, {chunks} chunks of {bench.chunk_size} rows, in-process")
     text1, sum1 = profile(
-        "snapshot: binlake.chunk_reader.read_chunk + snapshot._to_arrow",
+        "snapshot: binlake.snapshot._ChunkBatchReader (read_chunk + Arrow batches, as a task runs it)",
         snapshot_work(source, table, low, bench.chunk_size, chunks, SERVER_IDS[0] + 50),
         "rows",
     )

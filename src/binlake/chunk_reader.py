@@ -17,6 +17,7 @@ the keys the binlog window changed (the rows of those keys are replaced by their
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,21 +66,20 @@ def _bounds(chunk: ChunkRange) -> tuple[Any, ...]:
 
 
 def _select_at_snapshot(
-    source: SourceConfig, table: TableSchema, chunk: ChunkRange
+    bulk: Any, table: TableSchema, chunk: ChunkRange
 ) -> tuple[BinlogOffset | None, tuple[tuple[Any, ...], ...]]:
     """The chunk's rows in one consistent snapshot, and that snapshot's binlog position (MariaDB;
     None elsewhere)."""
-    with bulk_connection(source) as conn:
-        cur = conn.cursor()
-        try:
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%%'")
-            status = {str(k): v for k, v in cur.fetchall()}
-            cur.execute(select_sql(table, chunk), _bounds(chunk))
-            rows = cur.fetchall()
-            cur.execute("COMMIT")
-        finally:
-            cur.close()
+    cur = bulk.cursor()
+    try:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%%'")
+        status = {str(k): v for k, v in cur.fetchall()}
+        cur.execute(select_sql(table, chunk), _bounds(chunk))
+        rows = cur.fetchall()
+        cur.execute("COMMIT")
+    finally:
+        cur.close()
     file, pos = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
     at = BinlogOffset(_text(file), int(pos)) if file and pos is not None else None
     return at, rows
@@ -89,31 +89,43 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def read_chunk(
-    source: SourceConfig,
-    table: TableSchema,
-    chunk_id: int,
-    chunk: ChunkRange,
-    server_id: int,
-) -> ChunkRead:
-    mappings = map_table(table)
-    name = table.qualified
-    with connection(source) as conn:
+class ChunkReader:
+    """Reads chunks of one table over one pair of connections, kept for all its chunks: a
+    PyMySQL one for watermarks and collation weights, a MySQLdb one for the SELECTs (opening
+    them per chunk cost half the reader's time, in TLS set-up)."""
+
+    def __init__(self, source: SourceConfig, table: TableSchema, server_id: int) -> None:
+        self.source = source
+        self.table = table
+        self.server_id = server_id
+        self.mappings = map_table(table)
+        self._stack = ExitStack()
+
+    def __enter__(self) -> ChunkReader:
+        self.conn = self._stack.enter_context(connection(self.source))
+        self.bulk = self._stack.enter_context(bulk_connection(self.source))
+        self.order = key_order(self.conn, self.table)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def read(self, chunk_id: int, chunk: ChunkRange) -> ChunkRead:
+        table, name = self.table, self.table.qualified
         log.debug("Snapshot step 1 - Determining low watermark for %s chunk %d", name, chunk_id)
-        before = current_offset(conn)
-        at, raw = _select_at_snapshot(source, table, chunk)
+        before = current_offset(self.conn)
+        at, raw = _select_at_snapshot(self.bulk, table, chunk)
         lw = at or before
         log.debug(
             "Snapshot step 2 - Read %d rows of %s chunk %d %s", len(raw), name, chunk_id, chunk
         )
-        hw = current_offset(conn)
+        hw = current_offset(self.conn)
         log.debug("Snapshot step 3 - High watermark %s for %s chunk %d", hw, name, chunk_id)
         if hw <= lw:
-            return ChunkRead(chunk_id, lw, hw, _columns(mappings, raw), 0)
+            return ChunkRead(chunk_id, lw, hw, _columns(self.mappings, raw), 0)
         log.debug("Snapshot step 4 - Replaying (%s, %s] onto %s chunk %d", lw, hw, name, chunk_id)
-        changes = list(read_changes(source, server_id, [table], lw, hw))
-        order = key_order(conn, table)
-        split = table.split_index
+        changes = list(read_changes(self.source, self.server_id, [table], lw, hw))
+        split, order = table.split_index, self.order
         if order is not None:
             order.prime(
                 image[split]
@@ -131,16 +143,18 @@ def read_chunk(
         touched.update(
             apply_changes({}, changes, table.key_of, lambda r: chunk.contains(r[split], order))
         )
-    key_normalizers = [(i, mappings[i].normalize) for i in table.key_indexes]
-    untouched = [r for r in raw if tuple(n(r[i]) for i, n in key_normalizers) not in touched]
-    replaced = [row for row in touched.values() if row is not None]
-    columns = [
-        pa.concat_arrays([column, mapping.to_arrow([row[i] for row in replaced], normalized=True)])
-        for i, (mapping, column) in enumerate(
-            zip(mappings, _columns(mappings, untouched), strict=True)
-        )
-    ]
-    return ChunkRead(chunk_id, lw, hw, columns, len(changes))
+        key_normalizers = [(i, self.mappings[i].normalize) for i in table.key_indexes]
+        untouched = [r for r in raw if tuple(n(r[i]) for i, n in key_normalizers) not in touched]
+        replaced = [row for row in touched.values() if row is not None]
+        columns = [
+            pa.concat_arrays(
+                [column, mapping.to_arrow([row[i] for row in replaced], normalized=True)]
+            )
+            for i, (mapping, column) in enumerate(
+                zip(self.mappings, _columns(self.mappings, untouched), strict=True)
+            )
+        ]
+        return ChunkRead(chunk_id, lw, hw, columns, len(changes))
 
 
 def _columns(mappings: tuple[ColumnMapping, ...], rows: Any) -> list[pa.Array]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -114,7 +114,7 @@ def distribution_factor(minimum: int, maximum: int, rows: int) -> float:
     return (maximum - minimum + 1) / rows if rows else math.inf
 
 
-def chunk_of(ranges: list[ChunkRange], key: Key, sort_key: SortKey | None = None) -> int | None:
+def chunk_of(ranges: Sequence[ChunkRange], key: Key, sort_key: SortKey | None = None) -> int | None:
     """Index of the range that holds `key` (ranges sorted and contiguous), by binary search."""
     order = sort_key or _identity
     if key is None or not ranges:

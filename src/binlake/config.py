@@ -119,8 +119,6 @@ class StreamConfig(_Section):
     #: For timestamp: the first event at or after this time (ISO 8601, UTC if no zone).
     startup_timestamp: datetime | None = None
     trigger_interval: str = "5s"
-    #: Binlog events read per micro-batch at most (bounds memory and batch latency).
-    max_events_per_batch: Annotated[int, Field(ge=1)] = 200_000
     job_name: str = "silver"
 
     @field_validator("trigger_interval")

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from binlake.chunk_reader import ChunkRead, read_chunk
+from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
 from binlake.ledger import ChunkResult, ChunkState, Ledger
@@ -218,13 +218,14 @@ class _ChunkBatchReader:
         context = TaskContext.get()
         server_id = self.server_id_base + (context.partitionId() if context else 0)
         names = [*self.table.column_names, *BRONZE_COLUMNS.fieldNames()]
-        for batch in batches:
-            for chunk_id, start, end in zip(*(c.to_pylist() for c in batch.columns), strict=True):
-                chunk = ChunkRange(decode_key(start), decode_key(end))
-                read = read_chunk(self.source, self.table, chunk_id, chunk, server_id)
-                yield from _with_marker(
-                    pa.RecordBatch.from_arrays(_rows_at_hw(read), names=names), read
-                )
+        with ChunkReader(self.source, self.table, server_id) as reader:
+            for batch in batches:
+                chunks = zip(*(c.to_pylist() for c in batch.columns), strict=True)
+                for chunk_id, start, end in chunks:
+                    read = reader.read(chunk_id, ChunkRange(decode_key(start), decode_key(end)))
+                    yield from _with_marker(
+                        pa.RecordBatch.from_arrays(_rows_at_hw(read), names=names), read
+                    )
 
 
 def _rows_at_hw(read: ChunkRead) -> list[pa.Array]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,25 @@ def checkpoint_offset(config: Config) -> BinlogOffset | None:
             source_offset = offsets.read_text().strip().splitlines()[-1]
             return BinlogOffset.from_dict(json.loads(source_offset))
     return None
+
+
+def _start_file(config: Config) -> Path:
+    return Path(checkpoint_path(config), "binlake-start.json")
+
+
+def resolved_start(config: Config, resolve: Callable[[], BinlogOffset]) -> BinlogOffset:
+    """The query's start offset, resolved once and kept beside the checkpoint.
+
+    Spark logs no offset for a run that found nothing to read, so without this a second
+    `latest-offset` (or `timestamp`) run would re-resolve "now" and skip what happened between.
+    """
+    saved = _start_file(config)
+    if saved.exists():
+        return BinlogOffset.from_dict(json.loads(saved.read_text()))
+    start = resolve()
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(start.to_dict()))
+    return start
 
 
 def chunk_marks(tables: list[TableSchema], chunks: list[ChunkState]) -> dict[str, ChunkMarks]:
@@ -96,7 +116,7 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     initial = config.stream.startup_mode == "initial"
     marks = chunk_marks(tables, Ledger(spark, ledger_path(config)).chunks()) if initial else {}
     resume = checkpoint_offset(config)
-    start = start_offset(config, source, marks) if resume is None else resume
+    start = resume or resolved_start(config, lambda: start_offset(config, source, marks))
     check_available(source, start)
     for table in tables:
         ensure_silver(spark, config, table, from_bronze=initial)
@@ -119,7 +139,9 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=config.stream.trigger_interval)
+        # Spark parses "N milliseconds", not the config's "5s" shorthand.
+        interval = round(config.stream.trigger_seconds * 1000)
+        writer = writer.trigger(processingTime=f"{interval} milliseconds")
     log.info(
         "stream %s: starting at %s (%s)",
         config.stream.job_name,

@@ -37,7 +37,7 @@ class TableWatermarks:
     def should_apply(self, split_value: Key, position: ChangePosition) -> bool:
         if position.is_after(self.max_hw):
             return True
-        index = chunk_of(list(self.ranges), split_value, self.sort_key)
+        index = chunk_of(self.ranges, split_value, self.sort_key)
         if index is None:  # unreachable for a complete plan; never drop what we cannot place
             return True
         return position.is_after(self.high_watermarks[index])

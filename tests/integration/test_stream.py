@@ -39,7 +39,7 @@ from binlake.typemap import spark_schema
 from binlake.verify import verify_silver
 
 from .replay import Oracle, Writers, connect, fold_ci, identity, offset_of, read_binlog
-from .workload import DDL, TABLES, Workload, create_tables, seed
+from .workload import DDL, TABLES, Workload, create_tables, seed, seed_items
 
 pytestmark = pytest.mark.integration
 
@@ -171,16 +171,9 @@ def filtered_changes(
     return raced, in_window, in_window - applied
 
 
-def _setup_tables(
-    sql: Any, rows: int, seed_value: int = 1, tables: tuple[str, ...] = TABLES
-) -> None:
-    if tables == TABLES:
-        with_cursor(
-            sql, lambda cur: (create_tables(cur), seed(cur, rows, random.Random(seed_value)))
-        )
-    else:
-        for table in tables:
-            sql(DDL[table])
+def _setup_tables(sql: Any, rows: int) -> None:
+    """The three workload tables with `rows` seeded rows each."""
+    with_cursor(sql, lambda cur: (create_tables(cur), seed(cur, rows, random.Random(1))))
 
 
 def tolerant(step: Callable[[Any, random.Random], None], cur: Any, rng: random.Random) -> None:
@@ -318,8 +311,7 @@ def test_killed_stream_replays_to_the_same_silver_and_changelog(
 
     workload = Workload(rows)
     checkpoint = _checkpoint(config)
-    config_file = _write_config(config, tmp_path / "binlake.yml", trigger_interval="1s",
-                                max_events_per_batch=500)  # fmt: skip
+    config_file = _write_config(config, tmp_path / "binlake.yml", trigger_interval="1s")
     log_file = tmp_path / "stream.log"
     command = [sys.executable, "-m", "binlake", "stream", "--config", str(config_file)]
     killed = threading.Event()
@@ -329,7 +321,8 @@ def test_killed_stream_replays_to_the_same_silver_and_changelog(
         nonlocal bursts
         deadline = time.monotonic() + 240
         while not (checkpoint / "metadata").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
+            if killed.wait(0.2):
+                return
         while not killed.is_set() and bursts < 30 and time.monotonic() < deadline:
             _burst(db_env, database, workload, 100 + bursts, 150)
             bursts += 1
@@ -464,15 +457,6 @@ def test_change_data_feed_replays_to_the_final_table(
     assert state == expected, describe_difference(state, expected, "CDF replay")
 
 
-def seed_items(cur: Any, rng: random.Random, rows: int) -> None:
-    from .workload import ITEM_BASE, ITEM_STEP, _item
-
-    cur.executemany(
-        "INSERT INTO items (id, price, created, touched, note, qty) VALUES (%s,%s,%s,%s,%s,%s)",
-        [(ITEM_BASE + ITEM_STEP * i, *_item(rng)) for i in range(rows)],
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # 4. Startup modes and table selection
 
@@ -529,7 +513,7 @@ def test_stream_startup_latest_offset_applies_only_later_changes(
     try:
         deadline = time.monotonic() + 120
         while not DeltaTable.isDeltaTable(spark, _silver(config, "items")):
-            assert not failure and time.monotonic() < deadline, failure
+            assert not failure and time.monotonic() < deadline, [str(e) for e in failure]
             time.sleep(0.5)
         assert silver_rows(spark, config, oracle) == {}
 
@@ -544,13 +528,13 @@ def test_stream_startup_latest_offset_applies_only_later_changes(
             actual = silver_rows(spark, config, oracle)
             if actual == expected or time.monotonic() > deadline:
                 break
-            assert not failure, failure
+            assert not failure, [str(e) for e in failure]
             time.sleep(1)
         assert actual == expected, describe_difference(actual, expected, "silver")
     finally:
         _stop_query(spark, "latest")
         thread.join(timeout=60)
-    assert not failure, failure
+    assert not failure, [str(e) for e in failure]
 
 
 def test_specific_offset_on_purged_binlog_is_a_clear_error(

@@ -121,6 +121,14 @@ def seed(cur: Any, rows: int, rng: random.Random) -> None:
     )
 
 
+def seed_items(cur: Any, rng: random.Random, rows: int) -> None:
+    """`rows` rows into `items` alone."""
+    cur.executemany(
+        "INSERT INTO items (id, price, created, touched, note, qty) VALUES (%s,%s,%s,%s,%s,%s)",
+        [(ITEM_BASE + ITEM_STEP * i, *_item(rng)) for i in range(rows)],
+    )
+
+
 class Workload:
     """Random DML over the three tables; `rows` is the seeded row count per table."""
 
