@@ -36,8 +36,8 @@ db-down: ## Stop the project's MariaDB
 	scripts/db.sh down
 
 lint: $(VENV)/.installed ## ruff check, ruff format --check, mypy on src/
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy src
 
 unit: $(VENV)/.installed ## Unit tests only (no database, no Spark)

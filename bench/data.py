@@ -81,7 +81,7 @@ _FIRST = [
     "Sarah",
     "Charles",
     "Karen",
-]  # noqa: E501
+]
 _LAST = [
     "Smith",
     "Johnson",
@@ -103,7 +103,7 @@ _LAST = [
     "Moore",
     "Jackson",
     "Martin",
-]  # noqa: E501
+]
 _COUNTRIES = [
     "UNITED STATES",
     "GERMANY",
@@ -115,16 +115,22 @@ _COUNTRIES = [
     "MEXICO",
     "NEW ZEALAND",
     "SWEDEN",
-]  # noqa: E501
+]
 
 
 def connect(
     password: str, port: int, database: str | None = DATABASE, **kw: object
 ) -> pymysql.Connection:
     return pymysql.connect(
-        host="127.0.0.1", port=port, user="binlake", password=password, database=database,
-        charset="utf8mb4", autocommit=True, **kw,
-    )  # fmt: skip
+        host="127.0.0.1",
+        port=port,
+        user="binlake",
+        password=password,
+        database=database,
+        charset="utf8mb4",
+        autocommit=True,
+        **kw,
+    )
 
 
 def _tsv_lines(rows: int, seed: int = 20240501):
@@ -200,8 +206,13 @@ def table_fingerprint(password: str, port: int) -> dict[str, int]:
             f"MIN(c_customer_sk), MAX(c_customer_sk) FROM {TABLE}"
         )
         count, years, days, low, high = cur.fetchone()
-    return {"rows": int(count), "sum_birth_year": int(years), "sum_birth_day": int(days),
-            "min_sk": int(low), "max_sk": int(high)}  # fmt: skip
+    return {
+        "rows": int(count),
+        "sum_birth_year": int(years),
+        "sum_birth_day": int(days),
+        "min_sk": int(low),
+        "max_sk": int(high),
+    }
 
 
 @dataclass

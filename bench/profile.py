@@ -51,9 +51,12 @@ def profile(
     wall = time.perf_counter() - started
     session = profiler.last_session
     own, inclusive = _aggregate(session.root_frame())
-    lines = [f"=== {label}: {items} {unit} in {wall:.2f} s under pyinstrument "
-             f"({items / wall:,.0f} {unit}/s) ===", "",
-             f"Top {top} by self time (pyinstrument, wall clock):"]  # fmt: skip
+    lines = [
+        f"=== {label}: {items} {unit} in {wall:.2f} s under pyinstrument "
+        f"({items / wall:,.0f} {unit}/s) ===",
+        "",
+        f"Top {top} by self time (pyinstrument, wall clock):",
+    ]
     total = session.duration or wall
     top_self = sorted(own.items(), key=lambda kv: -kv[1])[:top]
     for i, (fn, t) in enumerate(top_self, 1):
@@ -69,12 +72,14 @@ def profile(
     out = io.StringIO()
     stats = pstats.Stats(prof, stream=out)
     calls = sum(v[1] for v in stats.stats.values())  # type: ignore[attr-defined]
-    lines += ["", f"Top {top} by own time under cProfile ({calls:,} Python calls in total, "
-              f"{calls / max(again, 1):,.0f} per {unit.rstrip('s')}):"]  # fmt: skip
+    lines += [
+        "",
+        f"Top {top} by own time under cProfile ({calls:,} Python calls in total, "
+        f"{calls / max(again, 1):,.0f} per {unit.rstrip('s')}):",
+    ]
     stats.sort_stats("tottime").print_stats(top)
     lines += [ln for ln in out.getvalue().splitlines() if ln.strip()][-(top + 1) :]
-    lines += ["", "Call tree (pyinstrument, frames ≥ 2% shown):",
-              session_text(profiler)]  # fmt: skip
+    lines += ["", "Call tree (pyinstrument, frames ≥ 2% shown):", session_text(profiler)]
     summary = {
         "items": items,
         "seconds": round(wall, 3),
@@ -88,8 +93,13 @@ def profile(
 def session_text(profiler: Profiler) -> str:
     from pyinstrument.renderers import ConsoleRenderer
 
-    renderer = ConsoleRenderer(unicode=True, color=False, show_all=False, short_mode=True,
-                               processor_options={"filter_threshold": 0.02})  # fmt: skip
+    renderer = ConsoleRenderer(
+        unicode=True,
+        color=False,
+        show_all=False,
+        short_mode=True,
+        processor_options={"filter_threshold": 0.02},
+    )
     return profiler.output(renderer)
 
 

@@ -73,8 +73,9 @@ def markdown(r: dict[str, Any]) -> str:
     ]
     for phase, c in r["cpu_by_phase"].items():
         lines.append(
-            f"| {phase} | {c['wall_s']} | {c['machine_busy_cpu_s']} | {c.get('driver_jvm_cpu_s')} | "
-            f"{c.get('driver_python_cpu_s')} | {c.get('workers_cpu_s')} | {c.get('mariadbd_cpu_s')} |"
+            f"| {phase} | {c['wall_s']} | {c['machine_busy_cpu_s']} | "
+            f"{c.get('driver_jvm_cpu_s')} | {c.get('driver_python_cpu_s')} | "
+            f"{c.get('workers_cpu_s')} | {c.get('mariadbd_cpu_s')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -95,8 +96,15 @@ def chart(path: Path, r: dict[str, Any]) -> None:
     fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
     bars = ax.bar(range(len(values)), values, yerr=[low, high], capsize=4, color=colors)
     for bar, v in zip(bars, values, strict=True):
-        ax.annotate(f"{v:,.0f}", (bar.get_x() + bar.get_width() / 2, v), ha="center",
-                    va="bottom", fontsize=8, xytext=(0, 3), textcoords="offset points")  # fmt: skip
+        ax.annotate(
+            f"{v:,.0f}",
+            (bar.get_x() + bar.get_width() / 2, v),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            xytext=(0, 3),
+            textcoords="offset points",
+        )
     ax.set_xticks(range(len(values)), labels, fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("rows/s (log scale; stream: row changes/s)")

@@ -55,64 +55,27 @@ def jdbc_jar() -> str | None:
     if shutil.which("mvn"):
         say(f"fetching org.mariadb.jdbc:mariadb-java-client:{JDBC_VERSION} with mvn")
         subprocess.run(
-            ["mvn", "-q", "dependency:copy",
-             f"-Dartifact=org.mariadb.jdbc:mariadb-java-client:{JDBC_VERSION}",
-             f"-DoutputDirectory={JDBC_JAR.parent}"],
-            check=False, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                "mvn",
+                "-q",
+                "dependency:copy",
+                f"-Dartifact=org.mariadb.jdbc:mariadb-java-client:{JDBC_VERSION}",
+                f"-DoutputDirectory={JDBC_JAR.parent}",
+            ],
+            check=False,
+            stdout=subprocess.DEVNULL,
+        )
     return str(JDBC_JAR) if JDBC_JAR.exists() else None
 
 
 def bench_session(cores: int = 2):
-    """binlake.spark.local_session's configuration, plus the JDBC driver for baseline B.
+    """binlake's own local session, plus MariaDB Connector/J for baseline B."""
+    from binlake.spark import local_session
 
-    local_session cannot take extra jars, so the same settings are repeated here; keep them in
-    step with src/binlake/spark.py.
-    """
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    ivy = os.environ.get("BINLAKE_IVY_DIR", str(ROOT / ".cache" / "ivy"))
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName("binlake-bench")
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", os.environ.get("BINLAKE_DRIVER_MEMORY", "4g"))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        .config("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
-        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
-    )
-    cached = sorted(Path(ivy, "jars").glob("*.jar"))
     jar = jdbc_jar()
-    if any(j.name.startswith("io.delta_delta-spark") for j in cached):
-        jars = [str(j) for j in cached] + ([jar] if jar else [])
-        builder = builder.config("spark.jars", ",".join(jars)).config("spark.jars.ivy", ivy)
-        if not jar:
-            builder = builder.config(
-                "spark.jars.packages", f"org.mariadb.jdbc:mariadb-java-client:{JDBC_VERSION}"
-            ).config("spark.jars.ivy", str(ROOT / ".cache" / "ivy-bench"))
-    else:
-        from delta import configure_spark_with_delta_pip
-
-        builder = builder.config("spark.jars.ivy", ivy)
-        extra = [] if jar else [f"org.mariadb.jdbc:mariadb-java-client:{JDBC_VERSION}"]
-        if jar:
-            builder = builder.config("spark.jars", jar)
-        builder = configure_spark_with_delta_pip(builder, extra_packages=extra)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    if jar is None:
+        raise SystemExit(f"bench: could not fetch mariadb-java-client {JDBC_VERSION} with mvn")
+    return local_session("binlake-bench", cores, extra_jars=[jar])
 
 
 # --------------------------------------------------------------------------- measurements
@@ -180,8 +143,15 @@ class Bench:
     def client(self) -> float:
         """Baseline A: the C client streaming the table to /dev/null (password via MYSQL_PWD)."""
         env = dict(os.environ, MYSQL_PWD=self.password or "")
-        cmd = ["mariadb", "--quick", "-h127.0.0.1", f"-P{self.port}", "-ubinlake",
-               "-e", "SELECT * FROM bench.customer"]  # fmt: skip
+        cmd = [
+            "mariadb",
+            "--quick",
+            "-h127.0.0.1",
+            f"-P{self.port}",
+            "-ubinlake",
+            "-e",
+            "SELECT * FROM bench.customer",
+        ]
         started = time.monotonic()
         subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, check=True)
         return self.rows / (time.monotonic() - started)
@@ -353,7 +323,7 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
             "deletes": burst.deletes,
             "statements": burst.statements,
             "make_s": round(burst.seconds, 2),
-        },  # fmt: skip
+        },
         "batches": summary.batches,
         "input_rows": summary.changes,
         "silver_init_s": round(init_s, 2),
@@ -441,19 +411,23 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
             say(f"latency: committing {len(keys)} single-row marker updates, ~1 every 0.5-1.5 s")
             for i, key in enumerate(keys):
                 marker = f"lat:{i}:{time.time_ns()}"
-                cur.execute("UPDATE customer SET c_email_address = %s WHERE c_customer_sk = %s",
-                            (marker, key))  # fmt: skip
+                cur.execute(
+                    "UPDATE customer SET c_email_address = %s WHERE c_customer_sk = %s",
+                    (marker, key),
+                )
                 committed[marker] = time.time()
                 time.sleep(rnd.uniform(0.5, 1.5))
         seen: dict[str, float] = {}
         deadline = time.monotonic() + 90
         while len(seen) < len(committed) and time.monotonic() < deadline and not failure:
             rows = (
-                spark.read.format("delta").load(path)
+                spark.read.format("delta")
+                .load(path)
                 .where(F.col("c_customer_sk").isin(keys))
                 .where(F.col("c_email_address").startswith("lat:"))
-                .select("c_email_address").collect()
-            )  # fmt: skip
+                .select("c_email_address")
+                .collect()
+            )
             now = time.time()
             for r in rows:
                 seen.setdefault(r["c_email_address"].rstrip(), now)
@@ -464,13 +438,15 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     if failure:
         raise failure[0]
     changes = (
-        spark.read.format("delta").option("readChangeFeed", "true")
-        .option("startingVersion", version0 + 1).load(path)
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", version0 + 1)
+        .load(path)
         .where(F.col("_change_type").isin("update_postimage", "insert"))
         .where(F.col("c_email_address").startswith("lat:"))
         .select("c_email_address", F.unix_micros("_commit_timestamp").alias("us"))
         .collect()
-    )  # fmt: skip
+    )
     visible = {}
     for r in changes:
         marker = r["c_email_address"].rstrip()
@@ -486,7 +462,7 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
             round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 2)
             if len(values) > 1
             else round(values[0], 2)
-        )  # noqa: E501
+        )
 
     result = {
         "latency_p50_s": pct(latencies, 50),
@@ -499,8 +475,10 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         "trigger_interval": config.stream.trigger_interval,
         "trigger_shim": shim or None,
     }
-    say(f"latency: p50 {result['latency_p50_s']} s, p95 {result['latency_p95_s']} s "
-        f"(polled p50 {result['latency_polled_p50_s']} s), {missing} markers missing")  # fmt: skip
+    say(
+        f"latency: p50 {result['latency_p50_s']} s, p95 {result['latency_p95_s']} s "
+        f"(polled p50 {result['latency_polled_p50_s']} s), {missing} markers missing"
+    )
     return result
 
 
@@ -527,7 +505,8 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     chunks = env_int("BENCH_PROFILE_CHUNKS", 8)
     say(f"profile: binlake chunk reader, {chunks} chunks of {bench.chunk_size} rows, in-process")
     text1, sum1 = profile(
-        "snapshot: binlake.snapshot._ChunkBatchReader (read_chunk + Arrow batches, as a task runs it)",
+        "snapshot: binlake.snapshot._ChunkBatchReader (chunk reads + Arrow batches, as a task "
+        "runs it)",
         snapshot_work(source, table, low, bench.chunk_size, chunks, SERVER_IDS[0] + 50),
         "rows",
     )
@@ -561,8 +540,10 @@ def main() -> int:
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(parents=True, exist_ok=True)
-    say(f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
-        f"burst {bench.burst:,}, results bench/results/{stamp}.*")  # fmt: skip
+    say(
+        f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
+        f"burst {bench.burst:,}, results bench/results/{stamp}.*"
+    )
     monitor = Monitor().start()
 
     with monitor.phase("load"):
@@ -570,7 +551,8 @@ def main() -> int:
         started = time.monotonic()
         load_s = create_and_load(bench.password or "", bench.port, bench.rows)
     say(
-        f"loaded in {time.monotonic() - started:.1f} s (LOAD DATA {bench.rows / load_s:,.0f} rows/s)"
+        f"loaded in {time.monotonic() - started:.1f} s "
+        f"(LOAD DATA {bench.rows / load_s:,.0f} rows/s)"
     )
 
     with monitor.phase("spark_start"):
@@ -579,8 +561,10 @@ def main() -> int:
         cur.execute("SELECT VERSION()")
         (mariadb_version,) = cur.fetchone()
     info = machine(mariadb_version, spark.version)
-    say(f"Spark {spark.version} local[2], MariaDB {mariadb_version}, {info['cores']} cores, "
-        f"{info['ram_gb']} GB, {info['cpu_model']}")  # fmt: skip
+    say(
+        f"Spark {spark.version} local[2], MariaDB {mariadb_version}, {info['cores']} cores, "
+        f"{info['ram_gb']} GB, {info['cpu_model']}"
+    )
 
     # Warm up: first Spark job, Python workers, JIT (not measured).
     with monitor.phase("warmup"):
@@ -592,15 +576,27 @@ def main() -> int:
     systems: list[tuple[str, str, Callable[[int], float]]] = [
         ("client_rows_s", "client (mariadb --quick)", lambda rep: bench.client()),
         ("jdbc_p2_rows_s", "Spark JDBC p2 -> Delta", lambda rep: bench.jdbc(spark, rep)),
-        ("binlake_p2_under_load_rows_s", "binlake p2 under load",
-         lambda rep: bench.binlake_under_load(spark, rep)),
-        ("binlake_p1_rows_s", "binlake p1", lambda rep: bench.binlake_snapshot(spark, 1, f"binlake-p1-{rep}")),
-        ("binlake_p2_rows_s", "binlake p2",
-         lambda rep: bench.binlake_snapshot(spark, 2, f"binlake-p2-{rep}", keep=rep == bench.reps - 1)),
-    ]  # fmt: skip
+        (
+            "binlake_p2_under_load_rows_s",
+            "binlake p2 under load",
+            lambda rep: bench.binlake_under_load(spark, rep),
+        ),
+        (
+            "binlake_p1_rows_s",
+            "binlake p1",
+            lambda rep: bench.binlake_snapshot(spark, 1, f"binlake-p1-{rep}"),
+        ),
+        (
+            "binlake_p2_rows_s",
+            "binlake p2",
+            lambda rep: bench.binlake_snapshot(
+                spark, 2, f"binlake-p2-{rep}", keep=rep == bench.reps - 1
+            ),
+        ),
+    ]
     for rep in range(bench.reps):
         for key, label, fn in systems:
-            rows_s = timed(monitor, key, lambda: fn(rep))
+            rows_s = timed(monitor, key, lambda fn=fn, rep=rep: fn(rep))
             bench.record(key, rows_s)
             say(f"round {rep + 1}/{bench.reps}: {label:28s} {rows_s:>12,.0f} rows/s")
 
@@ -670,7 +666,7 @@ def summarise(bench, stamp, load_s, stream, monitor, info) -> dict[str, Any]:
         "cpu_by_phase": monitor.phase_cpu,
         "profile": {},
         "machine": info,
-    }  # fmt: skip
+    }
     return results
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -16,11 +17,14 @@ from pyspark.sql import SparkSession
 _DEFAULT_IVY = Path(__file__).resolve().parents[2] / ".cache" / "ivy"
 
 
-def local_session(app_name: str = "binlake", cores: int | None = None) -> SparkSession:
+def local_session(
+    app_name: str = "binlake", cores: int | None = None, extra_jars: Sequence[str] = ()
+) -> SparkSession:
     """A tuned local session: few shuffle partitions, UI off, UTC, Delta from Maven Central.
 
     Delta's jars are resolved by Spark's package resolution into `BINLAKE_IVY_DIR` (the Makefile
-    points it at `.cache/ivy`), so the second start needs no network.
+    points it at `.cache/ivy`), so the second start needs no network. `extra_jars` (local paths)
+    join the classpath, e.g. a JDBC driver for the benchmark's baseline.
     """
     from delta import configure_spark_with_delta_pip
 
@@ -49,11 +53,13 @@ def local_session(app_name: str = "binlake", cores: int | None = None) -> SparkS
         .config("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
     )
-    cached = sorted(Path(ivy, "jars").glob("*.jar"))
-    if any(jar.name.startswith("io.delta_delta-spark") for jar in cached):
+    cached = sorted(str(jar) for jar in Path(ivy, "jars").glob("*.jar"))
+    if any(Path(jar).name.startswith("io.delta_delta-spark") for jar in cached):
         # Resolved before (make setup): load the cached jars, skipping Ivy's resolution report.
-        builder = builder.config("spark.jars", ",".join(str(jar) for jar in cached))
+        builder = builder.config("spark.jars", ",".join([*cached, *extra_jars]))
     else:
+        if extra_jars:
+            builder = builder.config("spark.jars", ",".join(extra_jars))
         builder = configure_spark_with_delta_pip(builder)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

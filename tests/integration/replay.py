@@ -8,11 +8,14 @@ how a value lands in Delta); everything else here is deliberately separate from 
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -22,9 +25,22 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from binlake.source import TableSchema, load_schema
 from binlake.typemap import map_table
 
+ROOT = Path(__file__).resolve().parents[2]
+
 Row = tuple[Any, ...]
 Offset = tuple[int, int]  # (binlog file suffix, position)
 Fold = Callable[[Any], Any]  # a key value → its identity/order under the column's collation
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for a `python -m binlake` child process: Spark on loopback, the cached
+    Delta jars, this interpreter for Python workers, a small driver heap."""
+    env = dict(os.environ)
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["BINLAKE_IVY_DIR"] = os.environ.get("BINLAKE_IVY_DIR", str(ROOT / ".cache" / "ivy"))
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["BINLAKE_DRIVER_MEMORY"] = "1g"
+    return env
 
 
 def connect(db_env: dict[str, str], database: str | None = None) -> pymysql.Connection:

@@ -37,6 +37,7 @@ from .replay import (
     offset_of,
     read_binlog,
     states_at,
+    subprocess_env,
 )
 
 pytestmark = pytest.mark.integration
@@ -244,15 +245,6 @@ def test_snapshot_under_concurrent_writes_matches_source_at_each_chunk_hw(
 # 2. A killed snapshot resumes without re-reading finished chunks
 
 
-def _subprocess_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    env["BINLAKE_IVY_DIR"] = os.environ.get("BINLAKE_IVY_DIR", str(ROOT / ".cache" / "ivy"))
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["BINLAKE_DRIVER_MEMORY"] = "1g"
-    return env
-
-
 def _finished(spark: Any, path: str) -> dict[int, tuple[str, int, Any]]:
     # Not DeltaTable.isDeltaTable: it caches "no table yet" and never sees the first commit.
     if not any(Path(path, "_delta_log").glob("*.json")):
@@ -284,7 +276,7 @@ def test_killed_snapshot_resumes_without_rereading_finished_chunks(
         proc = subprocess.Popen(
             [sys.executable, "-m", "binlake", "snapshot", "--config", str(config_file)],
             cwd=ROOT,
-            env=_subprocess_env(),
+            env=subprocess_env(),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -38,7 +38,16 @@ from binlake.offsets import position_token
 from binlake.typemap import spark_schema
 from binlake.verify import verify_silver
 
-from .replay import Oracle, Writers, connect, fold_ci, identity, offset_of, read_binlog
+from .replay import (
+    Oracle,
+    Writers,
+    connect,
+    fold_ci,
+    identity,
+    offset_of,
+    read_binlog,
+    subprocess_env,
+)
 from .workload import DDL, TABLES, Workload, create_tables, seed, seed_items
 
 pytestmark = pytest.mark.integration
@@ -252,15 +261,6 @@ def test_silver_equals_source_after_concurrent_writes_during_snapshot_and_stream
 # 2. A stream killed mid-batch replays to the same silver and changelog
 
 
-def _subprocess_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    env["BINLAKE_IVY_DIR"] = os.environ.get("BINLAKE_IVY_DIR", str(ROOT / ".cache" / "ivy"))
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["BINLAKE_DRIVER_MEMORY"] = "1g"
-    return env
-
-
 def _write_config(config: Any, path: Path, **stream: Any) -> Path:
     raw = config.model_dump(mode="json", exclude_none=True)
     raw["stream"].update(stream)
@@ -330,7 +330,7 @@ def test_killed_stream_replays_to_the_same_silver_and_changelog(
 
     with log_file.open("w") as log:
         process = subprocess.Popen(
-            command, env=_subprocess_env(), stdout=log, stderr=subprocess.STDOUT,
+            command, env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, cwd=ROOT,
         )  # fmt: skip
         writer = threading.Thread(target=write_bursts, daemon=True)
