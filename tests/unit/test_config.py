@@ -38,7 +38,7 @@ def test_defaults_of_a_minimal_config() -> None:
     assert config.snapshot.split_keys == {}
     assert config.snapshot.distribution_factor_upper == 1000.0
     assert config.snapshot.distribution_factor_lower == 0.05
-    assert config.snapshot.commit_batch == 31  # ceil(250,000 rows / 8,096 rows per chunk)
+    assert config.snapshot.commit_batch == 124  # ceil(1,000,000 rows / 8,096 rows per chunk)
     assert config.lake.root == "./lakehouse"
     assert config.stream.startup_mode == "initial"
     assert config.stream.trigger_interval == "5s"
@@ -70,7 +70,7 @@ def test_full_design_example_parses() -> None:
     )
     assert config.source.tables == ["customers", "orders_.*"]
     assert config.snapshot.split_keys == {"audit_log": "id"}
-    assert config.snapshot.commit_batch == 2500  # ceil(250,000 rows / 100 rows per chunk)
+    assert config.snapshot.commit_batch == 10_000  # ceil(1,000,000 rows / 100 rows per chunk)
     assert config.stream.trigger_seconds == 0.5
 
 
