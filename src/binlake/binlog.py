@@ -179,18 +179,24 @@ def _replication_error(
 
 def first_offset_at_or_after(source: SourceConfig, server_id: int, when: datetime) -> BinlogOffset:
     """The transaction boundary before the first event committed at or after `when` (for the
-    `timestamp` startup mode): the head of the binlog file that holds it, scanned forward."""
+    `timestamp` startup mode).
+
+    Binlog files hold events in time order, so the scan starts in the newest file that began
+    before `when` (found from each file's first event) and reads only transaction boundaries.
+    """
     target = when if when.tzinfo else when.replace(tzinfo=UTC)
     epoch = int(target.timestamp())
     with connection(source) as conn:
         files = binlog_files(conn)
-    # Scan from the oldest kept file to the first transaction committed at or after `when`.
+    first = next(
+        (f for f in reversed(files) if _file_started_at(source, server_id, f) < epoch), files[0]
+    )
     stream = BinLogStreamReader(
         connection_settings=_connection_settings(source),
         server_id=server_id,
         resume_stream=True,
         blocking=False,
-        log_file=files[0],
+        log_file=first,
         log_pos=4,
         is_mariadb=False,
         # Transaction boundaries carry the commit times; row events are never decoded here.
@@ -198,13 +204,31 @@ def first_offset_at_or_after(source: SourceConfig, server_id: int, when: datetim
         enable_logging=False,
     )
     try:
-        boundary = BinlogOffset(files[0], 4)
+        boundary = BinlogOffset(first, 4)
         for event in stream:
             if event.timestamp and event.timestamp >= epoch:
                 return boundary
             if _ends_transaction(event):
                 boundary = BinlogOffset(stream.log_file, stream.log_pos)
         return boundary
+    finally:
+        stream.close()
+
+
+def _file_started_at(source: SourceConfig, server_id: int, file: str) -> int:
+    """Epoch seconds of a binlog file's first timestamped event (its format description)."""
+    stream = BinLogStreamReader(
+        connection_settings=_connection_settings(source),
+        server_id=server_id,
+        resume_stream=True,
+        blocking=False,
+        log_file=file,
+        log_pos=4,
+        is_mariadb=False,
+        enable_logging=False,
+    )
+    try:
+        return next((int(e.timestamp) for e in stream if e.timestamp), 0)
     finally:
         stream.close()
 

@@ -537,6 +537,37 @@ def test_stream_startup_latest_offset_applies_only_later_changes(
     assert not failure, [str(e) for e in failure]
 
 
+def test_stream_startup_timestamp_applies_changes_committed_from_that_time(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, configure: Any
+) -> None:
+    """`timestamp` mode starts at the first transaction committed at or after the given time:
+    rows written before it never reach silver, rows written from it on do."""
+    sql(DDL["items"])
+    sql("INSERT INTO items (id, price, created, note) VALUES (1, 1.00, NOW(6), 'before')")
+    time.sleep(2.2)  # binlog timestamps have one-second resolution
+    start = datetime.now(UTC).replace(microsecond=0)
+    time.sleep(1.1)
+    sql("INSERT INTO items (id, price, created, note) VALUES (2, 2.00, NOW(6), 'after')")
+    sql("UPDATE items SET note = 'updated after' WHERE id = 1")
+    config = configure(
+        source={"tables": ["items"]},
+        stream={
+            "startup_mode": "timestamp",
+            "startup_timestamp": start.isoformat(),
+            "job_name": "from_timestamp",
+        },
+    )
+    jobs.stream(spark, config, available_now=True)
+    oracle = _oracle(db_env, database, "items")
+    source = source_rows(db_env, oracle)
+    assert silver_rows(spark, config, oracle) == {(1,): source[(1,)], (2,): source[(2,)]}
+    notes = sorted(
+        r["_after"]["note"]
+        for r in spark.read.format("delta").load(_changelog(config, "items")).collect()
+    )
+    assert notes == ["after", "updated after"]  # the 'before' insert was not replayed
+
+
 def test_specific_offset_on_purged_binlog_is_a_clear_error(
     spark: Any, sql: Any, configure: Any
 ) -> None:
