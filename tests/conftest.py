@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
+from integration.replay import connect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,27 +37,14 @@ def spark(db_env: dict[str, str]) -> Iterator[Any]:
     session.stop()
 
 
-def admin_connection(db_env: dict[str, str], database: str | None = None) -> pymysql.Connection:
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=int(db_env["BINLAKE_SOURCE_PORT"]),
-        user="binlake",
-        password=db_env["BINLAKE_SOURCE_PASSWORD"],
-        database=database,
-        autocommit=True,
-        charset="utf8mb4",
-        init_command="SET time_zone = '+00:00'",
-    )
-
-
 @pytest.fixture
 def database(db_env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh database named after the test, dropped afterwards."""
     name = re.sub(r"\W", "_", request.node.name)[:40] + "_" + uuid.uuid4().hex[:6]
-    with admin_connection(db_env) as conn, conn.cursor() as cur:
+    with connect(db_env) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci")
     yield name
-    with admin_connection(db_env) as conn, conn.cursor() as cur:
+    with connect(db_env) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
@@ -66,7 +53,7 @@ def sql(db_env: dict[str, str], database: str) -> Callable[..., list[tuple[Any, 
     """Run SQL in the test's database: sql("INSERT ... %s", (1,)) → fetched rows."""
 
     def run(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
-        with admin_connection(db_env, database) as conn, conn.cursor() as cur:
+        with connect(db_env, database) as conn, conn.cursor() as cur:
             cur.execute(statement, args)
             return list(cur.fetchall())
 

@@ -51,14 +51,29 @@ class _Decoder:
         return tuple(n(v) for n, v in zip(self.normalizers, raw, strict=True))
 
 
-def _connection_settings(source: SourceConfig) -> dict[str, Any]:
-    return {
-        "host": source.host,
-        "port": source.port,
-        "user": source.user,
-        "passwd": source.resolve_password(),
-        "charset": "utf8mb4",
-    }
+def _open(
+    source: SourceConfig, server_id: int, start: BinlogOffset, **options: Any
+) -> BinLogStreamReader:
+    """A replication connection reading from `start` (non-blocking unless `blocking=True`)."""
+    options.setdefault("blocking", False)
+    return BinLogStreamReader(
+        connection_settings={
+            "host": source.host,
+            "port": source.port,
+            "user": source.user,
+            "passwd": source.resolve_password(),
+            "charset": "utf8mb4",
+        },
+        server_id=server_id,
+        resume_stream=True,
+        log_file=start.file,
+        log_pos=start.pos,
+        # File/position resume: is_mariadb=True without GTIDs silently streams from the oldest
+        # binlog, so MariaDB is read with the MySQL protocol path (FIELD-NOTES).
+        is_mariadb=False,
+        enable_logging=False,
+        **options,
+    )
 
 
 def check_available(source: SourceConfig, start: BinlogOffset) -> None:
@@ -88,20 +103,14 @@ def read_changes(
     Non-blocking reads end at the binlog's current end; blocking reads wait for new events.
     """
     decoders = {t.name: _Decoder(t, tuple(m.normalize for m in map_table(t))) for t in tables}
-    stream = BinLogStreamReader(
-        connection_settings=_connection_settings(source),
-        server_id=server_id,
-        resume_stream=True,
+    stream = _open(
+        source,
+        server_id,
+        start,
         blocking=blocking,
-        log_file=start.file,
-        log_pos=start.pos,
-        # File/position resume: is_mariadb=True without GTIDs silently streams from the oldest
-        # binlog, so MariaDB is read with the MySQL protocol path (FIELD-NOTES).
-        is_mariadb=False,
         only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
         only_schemas=sorted({t.database for t in tables}),
         only_tables=sorted(decoders),
-        enable_logging=False,
     )
     try:
         yield from _changes(stream, decoders, tables[0].database, start, stop)
@@ -191,17 +200,9 @@ def first_offset_at_or_after(source: SourceConfig, server_id: int, when: datetim
     first = next(
         (f for f in reversed(files) if _file_started_at(source, server_id, f) < epoch), files[0]
     )
-    stream = BinLogStreamReader(
-        connection_settings=_connection_settings(source),
-        server_id=server_id,
-        resume_stream=True,
-        blocking=False,
-        log_file=first,
-        log_pos=4,
-        is_mariadb=False,
-        # Transaction boundaries carry the commit times; row events are never decoded here.
-        only_events=[QueryEvent, XidEvent, RotateEvent],
-        enable_logging=False,
+    # Transaction boundaries carry the commit times; row events are never decoded here.
+    stream = _open(
+        source, server_id, BinlogOffset(first, 4), only_events=[QueryEvent, XidEvent, RotateEvent]
     )
     try:
         boundary = BinlogOffset(first, 4)
@@ -217,16 +218,7 @@ def first_offset_at_or_after(source: SourceConfig, server_id: int, when: datetim
 
 def _file_started_at(source: SourceConfig, server_id: int, file: str) -> int:
     """Epoch seconds of a binlog file's first timestamped event (its format description)."""
-    stream = BinLogStreamReader(
-        connection_settings=_connection_settings(source),
-        server_id=server_id,
-        resume_stream=True,
-        blocking=False,
-        log_file=file,
-        log_pos=4,
-        is_mariadb=False,
-        enable_logging=False,
-    )
+    stream = _open(source, server_id, BinlogOffset(file, 4))
     try:
         return next((int(e.timestamp) for e in stream if e.timestamp), 0)
     finally:
