@@ -52,16 +52,6 @@ def _identity(value: Key) -> Key:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One unit of snapshot work: a range of one table's split key."""
-
-    table: str  # "db.table"
-    chunk_id: int
-    range: ChunkRange
-    split_column: str
-
-
 def plan_even(minimum: int, maximum: int, chunk_size: int, factor: float) -> list[ChunkRange]:
     """Even split of an integral key: steps of `chunk_size × factor` from `minimum`.
 

@@ -27,7 +27,3 @@ class SnapshotIncompleteError(BinlakeError):
 
 class LedgerError(BinlakeError):
     """The chunk ledger disagrees with the configuration (for example a changed split key)."""
-
-
-class VerificationError(BinlakeError):
-    """Silver differs from the source."""

@@ -132,10 +132,6 @@ def binlog_files(conn: pymysql.Connection) -> list[str]:
     return [row[0] for row in query(conn, "SHOW BINARY LOGS")]
 
 
-def is_mariadb(conn: pymysql.Connection) -> bool:
-    return "mariadb" in str(query(conn, "SELECT VERSION()")[0][0]).lower()
-
-
 # ---------------------------------------------------------------------------------------------
 # Table schemas
 
