@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    RowsEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from binlake.changes import Op, Row, RowChange
 from binlake.config import SourceConfig
 from binlake.errors import BinlogPurgedError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition
+from binlake.row_images import ImageDecoder, UnsupportedLayout, decode_images, image_decoder
 from binlake.source import TableSchema, binlog_files, connection
-from binlake.typemap import Normalizer, map_table
+from binlake.typemap import map_table
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +37,51 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find first log fi
 ER_CONNECTION_KILLED = 4052  # MariaDB: another replica connected with our server_id
 
 
-@dataclass(frozen=True)
-class _Decoder:
-    """Turns one decoded row image into the table's normalised row tuple."""
+class _TableDecoder:
+    """One captured table's row images → normalised row tuples.
 
-    table: TableSchema
-    normalizers: tuple[Normalizer, ...]
+    Row bytes are decoded by `row_images` (one generated decoder per table map); only layouts
+    it leaves to the library (MySQL's binary JSON, pre-5.6 temporal types) go through
+    python-mysql-replication's own decoding and the column normalisers.
+    """
 
-    def row(self, values: Mapping[str, Any]) -> Row:
+    def __init__(self, table: TableSchema) -> None:
+        self.table = table
+        self.normalizers = tuple(m.normalize for m in map_table(table))
+        self._decoders: dict[int, ImageDecoder | None] = {}  # by table-map identity
+
+    def images(self, event: RowsEvent) -> list[Row]:
+        """Every row image of `event` in order (an update row: its before, then its after)."""
+        table_map = event.table_map[event.table_id]
+        key = id(table_map)
+        if key not in self._decoders:
+            self._decoders[key] = self._fast_decoder(event)
+        decoder = self._decoders[key]
+        if decoder is None:
+            return [self._row(values) for row in event.rows for values in _images_of(row)]
+        self._require_full_images(event)
+        body = event.packet.read(event.event_size - event.packet.read_bytes)
+        return list(decode_images(decoder, body))
+
+    def _fast_decoder(self, event: RowsEvent) -> ImageDecoder | None:
+        try:
+            return image_decoder(self.table, event.columns)
+        except UnsupportedLayout as exc:
+            log.info("%s: decoded by python-mysql-replication (%s)", self.table.qualified, exc)
+            return None
+
+    def _require_full_images(self, event: RowsEvent) -> None:
+        bitmaps = [event.columns_present_bitmap]
+        if isinstance(event, UpdateRowsEvent):
+            bitmaps.append(event.columns_present_bitmap2)
+        full = (1 << event.number_of_columns) - 1
+        if any(int.from_bytes(b, "little") & full != full for b in bitmaps):
+            raise SourceError(
+                f"a row event of {self.table.qualified} lacks columns (not a FULL row image): "
+                "a session wrote with binlog_row_image other than FULL; binlake needs FULL"
+            )
+
+    def _row(self, values: Mapping[str, Any]) -> Row:
         # The image lists every column in table order (binlog_row_image=FULL); names may be
         # UNKNOWN_COLn without binlog_row_metadata=FULL, so map by position, not by name.
         raw = list(values.values())
@@ -49,6 +91,12 @@ class _Decoder:
                 f"schema {len(self.normalizers)}: the table's schema changed; re-snapshot it"
             )
         return tuple(n(v) for n, v in zip(self.normalizers, raw, strict=True))
+
+
+def _images_of(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    if "values" in row:
+        return [row["values"]]
+    return [row["before_values"], row["after_values"]]
 
 
 def _open(
@@ -61,7 +109,7 @@ def _open(
             "host": source.host,
             "port": source.port,
             "user": source.user,
-            "passwd": source.resolve_password(),
+            "password": source.resolve_password(),
             "charset": "utf8mb4",
         },
         server_id=server_id,
@@ -102,7 +150,7 @@ def read_changes(
 
     Non-blocking reads end at the binlog's current end; blocking reads wait for new events.
     """
-    decoders = {t.name: _Decoder(t, tuple(m.normalize for m in map_table(t))) for t in tables}
+    decoders = {t.name: _TableDecoder(t) for t in tables}
     stream = _open(
         source,
         server_id,
@@ -122,7 +170,7 @@ def read_changes(
 
 def _changes(
     stream: BinLogStreamReader,
-    decoders: dict[str, _Decoder],
+    decoders: dict[str, _TableDecoder],
     database: str,
     start: BinlogOffset,
     stop: BinlogOffset | None,
@@ -136,37 +184,23 @@ def _changes(
         decoder = decoders.get(event.table)
         if decoder is None:
             continue
-        qualified = decoder.table.qualified
-        for index, row in enumerate(event.rows):
-            position = ChangePosition(offset, index)
-            if isinstance(event, WriteRowsEvent):
-                change = RowChange(
-                    qualified,
-                    Op.INSERT,
-                    position,
-                    None,
-                    decoder.row(row["values"]),
-                    event.timestamp,
+        images = decoder.images(event)
+        qualified, ts = decoder.table.qualified, event.timestamp
+        if isinstance(event, UpdateRowsEvent):
+            for index in range(len(images) // 2):
+                before, after = images[2 * index], images[2 * index + 1]
+                position = ChangePosition(offset, index)
+                yield RowChange(qualified, Op.UPDATE, position, before, after, ts)
+        elif isinstance(event, WriteRowsEvent):
+            for index, image in enumerate(images):
+                yield RowChange(
+                    qualified, Op.INSERT, ChangePosition(offset, index), None, image, ts
                 )
-            elif isinstance(event, DeleteRowsEvent):
-                change = RowChange(
-                    qualified,
-                    Op.DELETE,
-                    position,
-                    decoder.row(row["values"]),
-                    None,
-                    event.timestamp,
+        else:
+            for index, image in enumerate(images):
+                yield RowChange(
+                    qualified, Op.DELETE, ChangePosition(offset, index), image, None, ts
                 )
-            else:
-                change = RowChange(
-                    qualified,
-                    Op.UPDATE,
-                    position,
-                    decoder.row(row["before_values"]),
-                    decoder.row(row["after_values"]),
-                    event.timestamp,
-                )
-            yield change
 
 
 def _replication_error(

@@ -115,7 +115,7 @@ def _spark_and_normalizer(column: Column) -> tuple[T.DataType, Normalizer]:
     if kind == "time":
         return T.StringType(), _time_text(column.datetime_precision or 0)
     if kind == "set":
-        return T.StringType(), _set_text(_enum_values(column.column_type))
+        return T.StringType(), _set_text(enum_values(column.column_type))
     if kind == "json":
         return T.StringType(), _json_text
     if kind in _STRING_TYPES:
@@ -199,7 +199,7 @@ def _time_text(precision: int) -> Normalizer:
     return render
 
 
-def _enum_values(column_type: str) -> list[str]:
+def enum_values(column_type: str) -> list[str]:
     inner = column_type[column_type.index("(") + 1 : column_type.rindex(")")]
     return [v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'", inner)]
 
