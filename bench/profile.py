@@ -12,7 +12,6 @@ import pstats
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from itertools import islice
 from typing import Any
 
 from pyinstrument import Profiler
@@ -129,16 +128,21 @@ def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: in
 
 
 def stream_work(spec: Any, start: Any, end: Any, limit: int):
-    """Consume the stream reader's `read` over (start, end], at most `limit` output rows."""
+    """Consume the stream reader's `read` over (start, end] until `limit` changes came out."""
     from binlake.stream_source import BinlogRange, BinlogStreamReader
 
     def work() -> int:
         reader = BinlogStreamReader(spec)
         part = BinlogRange(start.file, start.pos, end.file, end.pos)
-        rows = reader.read(part)
+        batches = reader.read(part)
+        rows = 0
         try:
-            return sum(1 for _ in islice(rows, limit))
+            for batch in batches:
+                rows += batch.num_rows
+                if rows >= limit:
+                    break
+            return rows
         finally:
-            rows.close()  # type: ignore[attr-defined]  # closes the binlog connection now
+            batches.close()  # type: ignore[attr-defined]  # closes the binlog connection now
 
     return work

@@ -165,7 +165,8 @@ class TableSchema:
     key: tuple[str, ...]  # primary key, or the unique split key of a key-less table
     split_column: str
 
-    @property
+    # Asked once per binlog change by the stream's filter: computed once per schema.
+    @cached_property
     def qualified(self) -> str:
         return f"{self.database}.{self.name}"
 
@@ -179,7 +180,7 @@ class TableSchema:
                 return column
         raise KeyError(name)
 
-    @property
+    @cached_property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
@@ -192,7 +193,7 @@ class TableSchema:
         """The row key of a row tuple in column order."""
         return tuple(row[i] for i in self.key_indexes)
 
-    @property
+    @cached_property
     def split_index(self) -> int:
         return self.column_names.index(self.split_column)
 

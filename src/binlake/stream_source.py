@@ -20,16 +20,18 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from binlake.binlog import read_changes
-from binlake.changes import Op, RowChange, split_key_change
+from binlake.changes import RowChange, split_key_change
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.collation import CollationOrder
 from binlake.config import SourceConfig
-from binlake.offsets import BinlogOffset
+from binlake.offsets import BinlogOffset, ChangePosition, position_token
 from binlake.planner import key_order
 from binlake.source import TableSchema, connection, current_offset
 from binlake.typemap import spark_schema
@@ -44,7 +46,7 @@ META_FIELDS = [
     T.StructField("_row", T.IntegerType(), False),
     T.StructField("_ts", T.LongType(), False),
 ]
-_FILTER_BLOCK = 2000  # changes per collation-weight round trip
+_FILTER_BLOCK = 8192  # changes per collation-weight round trip and per Arrow batch
 
 
 def before_column(index: int) -> str:
@@ -133,23 +135,25 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         return [BinlogRange(first.file, first.pos, last.file, last.pos)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BinlogRange)
         spec = self.spec
         start = BinlogOffset(partition.start_file, partition.start_pos)
         end = BinlogOffset(partition.end_file, partition.end_pos)
         changes = read_changes(spec.source, spec.server_id, list(spec.tables), start, end)
+        batches = ChangeBatches(spec.tables)
         with connection(spec.source) as conn:
-            yield from _filtered_rows(conn, spec, changes)
+            for block in _filtered_blocks(conn, spec, changes):
+                yield batches.of(block)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the binlog is re-readable until the source purges it."""
 
 
-def _filtered_rows(
+def _filtered_blocks(
     conn: Any, spec: StreamSpec, changes: Iterator[RowChange]
-) -> Iterator[tuple[Any, ...]]:
-    index = {t.qualified: i for i, t in enumerate(spec.tables)}
+) -> Iterator[list[RowChange]]:
+    """The changes to apply, in blocks: key changes split, the high-watermark filter applied."""
     by_name = {t.qualified: t for t in spec.tables}
     orders = {t.qualified: key_order(conn, t) for t in spec.tables}
     marks = WatermarkFilter({name: m.watermarks(orders[name]) for name, m in spec.marks.items()})
@@ -169,35 +173,85 @@ def _filtered_rows(
                     for image in (p.before, p.after)
                     if image is not None
                 )
-        for part in parts:
-            split = by_name[part.table].split_index
-            images = (part.before, part.after) if part.op is Op.UPDATE else (part.image,)
-            # An update that keeps its key but moves a split column outside the key crosses
-            # chunks: apply it if either side's chunk has not seen it. Silver's MERGE applies it
-            # only if newer than the row it finds (rows loaded from bronze carry their chunk's HW).
+        # An update that keeps its key but moves a split column outside the key crosses
+        # chunks: apply it if either side's chunk has not seen it. Silver's MERGE applies it
+        # only if newer than the row it finds (rows loaded from bronze carry their chunk's HW).
+        kept = [
+            part
+            for part in parts
             if any(
-                marks.should_apply(part.table, image[split], part.position)
-                for image in images
+                marks.should_apply(
+                    part.table, image[by_name[part.table].split_index], part.position
+                )
+                for image in (part.before, part.after)
                 if image is not None
-            ):
-                yield _row(part, index[part.table], len(spec.tables))
+            )
+        ]
+        if kept:
+            yield kept
 
 
-def _row(change: RowChange, table_index: int, tables: int) -> tuple[Any, ...]:
-    images: list[Any] = [None] * (2 * tables)
-    images[2 * table_index] = change.before
-    images[2 * table_index + 1] = change.after
-    offset = change.position.offset
-    return (
-        change.table,
-        change.op.value,
-        change.position.token(),
-        offset.file,
-        offset.pos,
-        change.position.row,
-        change.timestamp,
-        *images,
-    )
+class ChangeBatches:
+    """Row changes → Arrow record batches in the stream's schema (columnar, so Spark receives
+    them without a Python conversion per value)."""
+
+    def __init__(self, tables: Sequence[TableSchema]) -> None:
+        self.tables = {t.qualified: i for i, t in enumerate(tables)}
+        self.schema = to_arrow_schema(change_schema(tables), timezone="UTC")
+        self._tokens: dict[BinlogOffset, str] = {}
+
+    def of(self, changes: list[RowChange]) -> pa.RecordBatch:
+        offsets = [c.position.offset for c in changes]
+        meta = [
+            pa.array([c.table for c in changes], pa.string()),
+            pa.array([c.op.value for c in changes], pa.string()),
+            pa.array([self._token(c.position) for c in changes], pa.string()),
+            pa.array([o.file for o in offsets], pa.string()),
+            pa.array([o.pos for o in offsets], pa.int64()),
+            pa.array([c.position.row for c in changes], pa.int32()),
+            pa.array([c.timestamp for c in changes], pa.int64()),
+        ]
+        images: list[pa.Array] = []
+        for name, index in self.tables.items():
+            mine = [c.table == name for c in changes]
+            for side, column in (("before", 2 * index), ("after", 2 * index + 1)):
+                struct_type = self.schema.field(len(META_FIELDS) + column).type
+                rows = [getattr(c, side) if m else None for c, m in zip(changes, mine, strict=True)]
+                images.append(_struct_column(rows, struct_type))
+        return pa.RecordBatch.from_arrays([*meta, *images], schema=self.schema)
+
+    def _token(self, position: ChangePosition) -> str:
+        """`position.token()`, with the file/pos part formatted once per event."""
+        prefix = self._tokens.get(position.offset)
+        if prefix is None:
+            if len(self._tokens) > 100_000:
+                self._tokens.clear()
+            prefix = self._tokens[position.offset] = position_token(position.offset, 0)[:-8]
+        return f"{prefix}{position.row:08d}"
+
+
+def _struct_column(rows: list[Any], struct_type: pa.StructType) -> pa.Array:
+    """A struct column of row tuples (None: a null struct), built column by column."""
+    present = [r for r in rows if r is not None]
+    if not present:
+        return pa.nulls(len(rows), struct_type)
+    fields = [struct_type.field(i) for i in range(struct_type.num_fields)]
+    children = [
+        pa.array(values, type=f.type)
+        for values, f in zip(zip(*present, strict=True), fields, strict=True)
+    ]
+    dense = pa.StructArray.from_arrays(children, fields=fields)
+    if len(present) == len(rows):
+        return dense
+    slots: list[int | None] = []
+    at = 0
+    for row in rows:  # scatter the dense rows back between the nulls
+        if row is None:
+            slots.append(None)
+        else:
+            slots.append(at)
+            at += 1
+    return dense.take(pa.array(slots, pa.int32()))
 
 
 def binlog_source(spec: StreamSpec) -> type[DataSource]:
