@@ -11,10 +11,10 @@ BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from `scripts/db.sh env`).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -333,37 +332,6 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     }
 
 
-_BINLAKE_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-@contextmanager
-def spark_trigger_shim(used: list[str]):
-    """WORKAROUND for a binlake bug: stream.py passes `stream.trigger_interval` ("5s", the
-    default) straight to `trigger(processingTime=...)`, which Spark rejects (it wants "5 seconds");
-    no value the config validator accepts is valid for Spark, so continuous mode cannot start.
-    While the latency test runs, binlake-style durations are translated; Spark-style values pass
-    unchanged, so the shim is inert once src/binlake/stream.py converts them itself."""
-    from pyspark.sql.streaming.readwriter import DataStreamWriter
-
-    original = DataStreamWriter.trigger
-
-    def trigger(self, **kwargs):  # type: ignore[no-untyped-def]
-        value = kwargs.get("processingTime")
-        match = _BINLAKE_DURATION.match(value) if isinstance(value, str) else None
-        if match:
-            ms = round(float(match.group(1)) * _UNIT_SECONDS[match.group(2)] * 1000)
-            kwargs["processingTime"] = f"{ms} milliseconds"
-            used.append(f"{value!r} -> {kwargs['processingTime']!r}")
-        return original(self, **kwargs)
-
-    DataStreamWriter.trigger = trigger  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        DataStreamWriter.trigger = original  # type: ignore[method-assign]
-
-
 def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     """Continuous mode (5 s trigger) in a thread; single-row updates set markers; latency =
     the silver Delta commit that made the marker visible − the MariaDB commit (same clock).
@@ -383,12 +351,9 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     version0 = DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
     failure: list[BaseException] = []
 
-    shim: list[str] = []
-
     def run() -> None:
         try:
-            with spark_trigger_shim(shim):
-                jobs.stream(spark, config)
+            jobs.stream(spark, config)
         except BaseException as exc:
             failure.append(exc)
 
@@ -473,7 +438,6 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         "latency_markers": len(committed),
         "latency_markers_missing": missing,
         "trigger_interval": config.stream.trigger_interval,
-        "trigger_shim": shim or None,
     }
     say(
         f"latency: p50 {result['latency_p50_s']} s, p95 {result['latency_p95_s']} s "
@@ -594,6 +558,9 @@ def main() -> int:
             ),
         ),
     ]
+    if os.environ.get("BENCH_ONLY") == "stream":  # iterate on the stream: one snapshot to start
+        systems = [s for s in systems if s[0] == "binlake_p2_rows_s"]
+        bench.reps = 1
     for rep in range(bench.reps):
         for key, label, fn in systems:
             rows_s = timed(monitor, key, lambda fn=fn, rep=rep: fn(rep))
@@ -605,6 +572,11 @@ def main() -> int:
     latency = stream_latency(bench, spark, monitor)
     stream.update(latency)
 
+    if os.environ.get("BENCH_ONLY") == "stream":
+        monitor.stop()
+        spark.stop()
+        print(json.dumps({"stream": stream, "memory": memory(monitor)}, indent=2, default=str))
+        return 0
     results = summarise(bench, stamp, load_s, stream, monitor, info)
     report.write(RESULTS, stamp, results, "")  # written now: a failing profile loses nothing
     if not os.environ.get("BENCH_SKIP_PROFILE"):
