@@ -3,11 +3,11 @@
 The driver plans every captured table into chunks and records the plan in the ledger first.
 Pending chunks are then read in commit batches: each batch is one Spark job whose tasks (at most
 `snapshot.parallelism`, each with its own replica `server_id`) read their chunks lock-free and
-return Arrow batches of rows at the chunk's high watermark, plus one marker row per chunk that
-carries its LW, HW and row count. The job's output is materialised once (a chunk read twice would
-have two different high watermarks), its rows replace the batch's chunks in bronze
-(`replaceWhere _chunk_id IN (...)`: a retried batch replaces, never duplicates), and only then
-does one MERGE mark the batch's chunks finished in the ledger.
+return Arrow batches of rows at the chunk's high watermark, written straight into bronze
+(`replaceWhere _chunk_id IN (...)`: a retried batch replaces, never duplicates). Each chunk's LW,
+HW and row count travel back in an accumulator, which Spark merges only from the task attempts
+that succeeded: exactly the reads whose rows the write committed. Only then does one MERGE mark
+the batch's chunks finished in the ledger. One pass: nothing is staged or read twice.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pyarrow as pa
 import pymysql
 from delta.tables import DeltaTable
 from pyspark import TaskContext
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.chunk_reader import ChunkRead, ChunkReader
@@ -43,14 +43,17 @@ BRONZE_COLUMNS = T.StructType(
         T.StructField("_hw_pos", T.LongType(), True),
     ]
 )
-_MARKER_COLUMNS = T.StructType(
-    [
-        T.StructField("_lw_file", T.StringType(), True),
-        T.StructField("_lw_pos", T.LongType(), True),
-        T.StructField("_rows", T.LongType(), True),
-        T.StructField("_marker", T.BooleanType(), True),
-    ]
-)
+#: What a task reports per chunk it read: (chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows).
+ChunkReport = tuple[int, str, int, str, int, int]
+
+
+class _Reports(AccumulatorParam[list[ChunkReport]]):
+    def zero(self, value: list[ChunkReport]) -> list[ChunkReport]:
+        return []
+
+    def addInPlace(self, a: list[ChunkReport], b: list[ChunkReport]) -> list[ChunkReport]:
+        a.extend(b)
+        return a
 
 
 def bronze_path(config: Config, table: TableSchema) -> str:
@@ -142,11 +145,11 @@ def read_chunks(
     source: SourceConfig,
     table: TableSchema,
     chunks: list[ChunkState],
-) -> DataFrame:
-    """One Spark job reading `chunks` (at most `snapshot.parallelism` tasks), materialised.
+) -> tuple[DataFrame, Accumulator[list[ChunkReport]]]:
+    """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily.
 
-    Rows carry the bronze columns; each chunk adds one marker row (`_marker`) with its LW, HW
-    and row count. Materialised once: recomputing a chunk would read it at another HW.
+    The rows carry the bronze columns. Run the frame exactly once: each run reads the chunks
+    again, at new high watermarks, and adds its reports to the accumulator.
     """
     slices = min(config.snapshot.parallelism, len(chunks))
     descriptors = [(c.chunk_id, encode_key(c.range.start), encode_key(c.range.end)) for c in chunks]
@@ -154,14 +157,9 @@ def read_chunks(
         spark.sparkContext.parallelize(descriptors, slices),
         "chunk_id int, start string, end string",
     )
-    output = T.StructType(bronze_schema(table).fields + _MARKER_COLUMNS.fields)
-    reader = _ChunkBatchReader(source, table, config.source.server_id_range[0])
-    return plan_frame.mapInArrow(reader, output).localCheckpoint(eager=True)
-
-
-def chunk_rows(staged: DataFrame) -> DataFrame:
-    """The data rows of a `read_chunks` result (markers removed)."""
-    return staged.where(~F.col("_marker")).drop(*_MARKER_COLUMNS.fieldNames())
+    reports = spark.sparkContext.accumulator([], _Reports())
+    reader = _ChunkBatchReader(source, table, config.source.server_id_range[0], reports)
+    return plan_frame.mapInArrow(reader, bronze_schema(table)), reports
 
 
 def _read_and_commit(
@@ -171,35 +169,33 @@ def _read_and_commit(
     table: TableSchema,
     batch: list[ChunkState],
 ) -> list[ChunkResult]:
-    staged = read_chunks(spark, config, source, table, batch)
-    try:
-        markers = staged.where(F.col("_marker")).select(
-            "_chunk_id", "_lw_file", "_lw_pos", "_hw_file", "_hw_pos", "_rows"
+    rows, reports = read_chunks(spark, config, source, table, batch)
+    ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
+    (
+        rows.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"_chunk_id IN ({ids})")
+        .save(bronze_path(config, table))
+    )
+    return chunk_results(table, batch, reports.value)
+
+
+def chunk_results(
+    table: TableSchema, batch: list[ChunkState], reports: list[ChunkReport]
+) -> list[ChunkResult]:
+    """The ledger entries of a committed batch; refuses anything but one report per chunk."""
+    expected = sorted(c.chunk_id for c in batch)
+    reported = sorted(r[0] for r in reports)
+    if reported != expected:
+        raise RuntimeError(
+            f"{table.qualified}: chunk reports {reported} do not match the batch {expected}; "
+            "the batch is not marked finished and will be read again"
         )
-        results = [
-            ChunkResult(
-                table.qualified,
-                m["_chunk_id"],
-                BinlogOffset(m["_lw_file"], m["_lw_pos"]),
-                BinlogOffset(m["_hw_file"], m["_hw_pos"]),
-                m["_rows"],
-            )
-            for m in markers.collect()
-        ]
-        if len(results) != len(batch):
-            raise RuntimeError(f"expected {len(batch)} chunk markers, got {len(results)}")
-        ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
-        (
-            chunk_rows(staged)
-            .coalesce(min(config.snapshot.parallelism, len(batch)))
-            .write.format("delta")
-            .mode("overwrite")
-            .option("replaceWhere", f"_chunk_id IN ({ids})")
-            .save(bronze_path(config, table))
-        )
-    finally:
-        staged.unpersist()
-    return results
+    return [
+        ChunkResult(table.qualified, chunk_id, BinlogOffset(lw_file, lw_pos),
+                    BinlogOffset(hw_file, hw_pos), rows)
+        for chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows in reports
+    ]  # fmt: skip
 
 
 class _ChunkBatchReader:
@@ -209,10 +205,17 @@ class _ChunkBatchReader:
     never evict each other.
     """
 
-    def __init__(self, source: SourceConfig, table: TableSchema, server_id_base: int) -> None:
+    def __init__(
+        self,
+        source: SourceConfig,
+        table: TableSchema,
+        server_id_base: int,
+        reports: Accumulator[list[ChunkReport]],
+    ) -> None:
         self.source = source
         self.table = table
         self.server_id_base = server_id_base
+        self.reports = reports
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
@@ -223,8 +226,18 @@ class _ChunkBatchReader:
                 chunks = zip(*(c.to_pylist() for c in batch.columns), strict=True)
                 for chunk_id, start, end in chunks:
                     read = reader.read(chunk_id, ChunkRange(decode_key(start), decode_key(end)))
-                    yield from _with_marker(
-                        pa.RecordBatch.from_arrays(_rows_at_hw(read), names=names), read
+                    yield pa.RecordBatch.from_arrays(_rows_at_hw(read), names=names)
+                    self.reports.add(
+                        [
+                            (
+                                chunk_id,
+                                read.lw.file,
+                                read.lw.pos,
+                                read.hw.file,
+                                read.hw.pos,
+                                read.rows,
+                            )
+                        ]
                     )
 
 
@@ -237,22 +250,3 @@ def _rows_at_hw(read: ChunkRead) -> list[pa.Array]:
         pa.repeat(pa.scalar(read.hw.file, pa.string()), n),
         pa.repeat(pa.scalar(read.hw.pos, pa.int64()), n),
     ]
-
-
-def _with_marker(rows: pa.RecordBatch, read: ChunkRead) -> tuple[pa.RecordBatch, pa.RecordBatch]:
-    """The rows with empty marker columns, then one marker row carrying LW, HW and the count."""
-    n = read.rows
-    marker = {
-        "_chunk_id": read.chunk_id,
-        "_hw_file": read.hw.file,
-        "_hw_pos": read.hw.pos,
-        "_lw_file": read.lw.file,
-        "_lw_pos": read.lw.pos,
-        "_rows": n,
-        "_marker": True,
-    }
-    data = rows.add_column(rows.num_columns, "_lw_file", pa.nulls(n, pa.string()))
-    data = data.add_column(data.num_columns, "_lw_pos", pa.nulls(n, pa.int64()))
-    data = data.add_column(data.num_columns, "_rows", pa.nulls(n, pa.int64()))
-    data = data.add_column(data.num_columns, "_marker", pa.repeat(pa.scalar(False), n))
-    return data, pa.RecordBatch.from_pylist([marker], schema=data.schema)

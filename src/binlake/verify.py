@@ -25,7 +25,7 @@ from binlake.config import Config, SourceConfig
 from binlake.ledger import ChunkState, Ledger
 from binlake.planner import key_order
 from binlake.silver import silver_path
-from binlake.snapshot import chunk_rows, ledger_path, read_chunks, with_resolved_password
+from binlake.snapshot import ledger_path, read_chunks, with_resolved_password
 from binlake.source import TableSchema, connection, validate
 
 
@@ -66,13 +66,8 @@ def verify_silver(spark: SparkSession, config: Config) -> VerifyReport:
         chunks = ledger.chunks(table.qualified) or [
             ChunkState(table.qualified, 0, table.split_column, ChunkRange.all())
         ]
-        staged = read_chunks(spark, config, source, table, chunks)
-        try:
-            source_digest = {
-                r["_chunk_id"]: r for r in _digest(chunk_rows(staged), table.column_names).collect()
-            }
-        finally:
-            staged.unpersist()
+        rows, _ = read_chunks(spark, config, source, table, chunks)
+        source_digest = {r["_chunk_id"]: r for r in _digest(rows, table.column_names).collect()}
         silver = _assign_chunks(
             spark.read.format("delta").load(silver_path(config, table)), source, table, chunks
         )

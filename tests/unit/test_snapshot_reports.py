@@ -1,0 +1,35 @@
+"""The ledger entries of a committed batch come from its task reports, exactly one per chunk."""
+
+from __future__ import annotations
+
+import pytest
+
+from binlake.chunks import ChunkRange
+from binlake.ledger import ChunkState
+from binlake.offsets import BinlogOffset
+from binlake.snapshot import chunk_results
+from binlake.source import Column, TableSchema
+
+TABLE = TableSchema("db", "t", (Column("id", "int", "int(11)", False),), ("id",), "id")
+BATCH = [ChunkState("db.t", i, "id", ChunkRange(i * 10, i * 10 + 10)) for i in (3, 4)]
+
+
+def test_reports_become_ledger_results() -> None:
+    reports = [(4, "b.000002", 10, "b.000002", 90, 7), (3, "b.000001", 5, "b.000002", 4, 0)]
+    results = {r.chunk_id: r for r in chunk_results(TABLE, BATCH, reports)}
+    assert results[3].lw == BinlogOffset("b.000001", 5)
+    assert results[3].hw == BinlogOffset("b.000002", 4)
+    assert (results[3].rows, results[4].rows) == (0, 7)  # an empty chunk still has its HW
+
+
+@pytest.mark.parametrize(
+    "reports",
+    [
+        [(3, "b.000001", 5, "b.000001", 9, 1)],  # a chunk without a report
+        [(3, "b.000001", 5, "b.000001", 9, 1)] * 2 + [(4, "b.000001", 5, "b.000001", 9, 1)],
+        [(3, "b.000001", 5, "b.000001", 9, 1), (5, "b.000001", 5, "b.000001", 9, 1)],
+    ],
+)
+def test_missing_duplicate_or_foreign_reports_are_refused(reports: list) -> None:
+    with pytest.raises(RuntimeError, match="will be read again"):
+        chunk_results(TABLE, BATCH, reports)
