@@ -119,12 +119,19 @@ def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: in
             }
         )
         rows = 0
-        for batch in _ChunkBatchReader(source, table, server_id)(iter([plan])):
+        for batch in _ChunkBatchReader(source, table, server_id, _Reports())(iter([plan])):
             marker = batch.column(batch.schema.get_field_index("_marker")).to_pylist()
             rows += sum(1 for m in marker if not m)
         return rows
 
     return work
+
+
+class _Reports(list):
+    """Stands in for the snapshot's Spark accumulator outside Spark."""
+
+    def add(self, reports: list) -> None:
+        self.extend(reports)
 
 
 def stream_work(spec: Any, start: Any, end: Any, limit: int):

@@ -32,6 +32,11 @@ from binlake.typemap import spark_schema
 log = logging.getLogger(__name__)
 
 OFFSET_COLUMN = "_binlake_offset"
+SILVER_FILE_ROWS = 50_000  # rows per silver file at creation (see ensure_silver)
+#: A batch with at most this many distinct keys of a single-column key MERGEs with `key IN
+#: (...)`, which Delta's data skipping resolves to the files holding them; larger batches use
+#: the key range.
+MERGE_KEY_LIST_LIMIT = 1000
 
 
 def silver_path(config: Config, table: TableSchema) -> str:
@@ -51,16 +56,27 @@ def offset_token(file: Column, pos: Column, row: Column) -> Column:
 def ensure_silver(
     spark: SparkSession, config: Config, table: TableSchema, from_bronze: bool
 ) -> None:
-    """Create silver once, in one commit: from bronze (rows at their chunk's HW) or empty."""
+    """Create silver once, in one commit: from bronze (rows at their chunk's HW) or empty.
+
+    Rows are laid out in key order, `SILVER_FILE_ROWS` per file, so each file covers a narrow,
+    disjoint key range: a MERGE of a few changed keys then reads and touches only their files
+    (Delta skips the others by their key statistics) instead of the whole table. Deletion
+    vectors keep that layout: a MERGE marks a file's changed rows deleted instead of rewriting
+    the file, so only the changed rows are written anew.
+    """
     path = silver_path(config, table)
     if table_exists(spark, path):
         return
     columns = list(table.column_names)
     if from_bronze:
         bronze = spark.read.format("delta").load(bronze_path(config, table))
-        initial = bronze.select(
-            *columns,
-            offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
+        initial = (
+            bronze.select(
+                *columns,
+                offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
+            )
+            .repartitionByRange(*[F.col(f"`{k}`") for k in table.key])
+            .sortWithinPartitions(*[F.col(f"`{k}`") for k in table.key])
         )
     else:
         schema = T.StructType(
@@ -70,6 +86,8 @@ def ensure_silver(
     (
         initial.write.format("delta")
         .option("delta.enableChangeDataFeed", "true")
+        .option("delta.enableDeletionVectors", "true")
+        .option("maxRecordsPerFile", SILVER_FILE_ROWS)
         .mode("errorifexists")
         .save(path)
     )
@@ -135,7 +153,17 @@ class SilverWriter:
             for j, k in enumerate(table.key)
             for name, agg in (("lo", F.min), ("hi", F.max))
         ]
-        rows = batch.groupBy("_table").agg(F.count(F.lit(1)).alias("count"), *bounds).collect()
+        keys = [
+            F.slice(F.array_distinct(F.collect_list(_key_of(i, table.key[0]))), 1, limit).alias(
+                f"keys_{i}"
+            )
+            for i, table in enumerate(self.tables)
+            if len(table.key) == 1
+            for limit in (MERGE_KEY_LIST_LIMIT + 1,)
+        ]
+        rows = (
+            batch.groupBy("_table").agg(F.count(F.lit(1)).alias("count"), *bounds, *keys).collect()
+        )
         return {r["_table"]: r for r in rows}
 
     def _append_changelog(
@@ -175,11 +203,9 @@ class SilverWriter:
         )
         collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
         on = F.lit(True)
-        for j, k in enumerate(table.key):
-            target = F.col(f"t.`{k}`")
-            # The range bounds are literals (values, never SQL text): Delta prunes files by them.
-            on = on & (target == F.col(f"s.`{k}`"))
-            on = on & target.between(summary[f"lo_{index}_{j}"], summary[f"hi_{index}_{j}"])
+        for k in table.key:
+            on = on & (F.col(f"t.`{k}`") == F.col(f"s.`{k}`"))
+        on = on & _target_keys(table, index, summary)
         values: dict[str, str | Column] = {
             f"`{c}`": f"s.`{c}`" for c in (*table.column_names, OFFSET_COLUMN)
         }
@@ -193,6 +219,28 @@ class SilverWriter:
             .whenNotMatchedInsert(condition="s._op <> 'delete'", values=values)
             .execute()
         )
+
+
+def _key_of(index: int, key: str) -> Column:
+    """A change's key column value (after image; before image for deletes)."""
+    return F.coalesce(
+        F.col(f"{after_column(index)}.`{key}`"), F.col(f"{before_column(index)}.`{key}`")
+    )
+
+
+def _target_keys(table: TableSchema, index: int, summary: Row) -> Column:
+    """A target-only predicate naming the batch's keys: their list when short, else their range.
+
+    The values are literals (never SQL text), which Delta uses to skip files by statistics.
+    """
+    keys = summary[f"keys_{index}"] if len(table.key) == 1 else None
+    if keys is not None and len(keys) <= MERGE_KEY_LIST_LIMIT:
+        return F.col(f"t.`{table.key[0]}`").isin(keys)
+    within = F.lit(True)
+    for j, k in enumerate(table.key):
+        bounds = summary[f"lo_{index}_{j}"], summary[f"hi_{index}_{j}"]
+        within = within & F.col(f"t.`{k}`").between(*bounds)
+    return within
 
 
 def _timed(step: Callable[..., None], *args: Any) -> float:

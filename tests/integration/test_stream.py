@@ -11,6 +11,7 @@ datetimes in the Python process's local zone, which `astimezone` turns into the 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import random
 import shutil
@@ -29,6 +30,7 @@ import pymysql
 import pytest
 import yaml
 from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake import jobs
@@ -457,6 +459,52 @@ def test_change_data_feed_replays_to_the_final_table(
             state[key] = row
     expected = source_rows(db_env, oracle)
     assert state == expected, describe_difference(state, expected, "CDF replay")
+
+
+def test_small_batches_merge_only_the_files_holding_their_keys(
+    spark: Any,
+    db_env: dict[str, str],
+    sql: Any,
+    configure: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Silver starts in key order, one narrow key range per file; a batch of a few keys MERGEs
+    with their key list, so it marks rows in their files only (deletion vectors, no file
+    rewritten) and the layout survives. A batch over the list limit MERGEs by key range."""
+    from binlake import silver
+
+    monkeypatch.setattr(silver, "SILVER_FILE_ROWS", 100)
+    sql(DDL["items"])
+    rng = random.Random(11)
+    with_cursor(sql, lambda cur: seed_items(cur, rng, 1200))
+    config = configure(source={"tables": ["items"]})
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    path = _silver(config, "items")
+    files = (
+        spark.read.format("delta").load(path)
+        .groupBy(F.input_file_name()).agg(F.min("id").alias("lo"), F.max("id").alias("hi"))
+        .orderBy("lo").collect()
+    )  # fmt: skip
+    assert len(files) >= 12
+    assert all(a["hi"] < b["lo"] for a, b in itertools.pairwise(files)), files
+
+    sql("UPDATE items SET qty = qty + 1 WHERE id IN (%s, %s)", (files[2]["lo"], files[7]["hi"]))
+    sql("DELETE FROM items WHERE id = %s", (files[4]["lo"],))
+    jobs.stream(spark, config, available_now=True)
+    merge = DeltaTable.forPath(spark, path).history(1).collect()[0]
+    metrics = merge["operationMetrics"]
+    assert merge["operation"] == "MERGE"
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"]) == ("2", "1")
+    assert metrics["numTargetRowsCopied"] == "0" and metrics["numTargetFilesRemoved"] == "0"
+    assert int(metrics["numTargetDeletionVectorsAdded"]) == 3  # the three keys' files only
+    assert_silver_equals_source(spark, db_env, config, "items")
+
+    monkeypatch.setattr(silver, "MERGE_KEY_LIST_LIMIT", 2)
+    workload = Workload(1200)
+    with_cursor(sql, lambda cur: [tolerant(workload._items, cur, rng) for _ in range(60)])
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_equals_source(spark, db_env, config, "items")
 
 
 # ---------------------------------------------------------------------------------------------
