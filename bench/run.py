@@ -446,6 +446,60 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     return result
 
 
+# --------------------------------------------------------------------------- decode
+
+
+def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
+    """Row images/s over the burst's binlog range, same process, same bytes: python-mysql-
+    replication's own row decoding (the baseline) against binlake's `read_changes`."""
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    from binlake.binlog import _open, read_changes
+    from binlake.offsets import BinlogOffset
+    from binlake.snapshot import with_resolved_password
+    from binlake.source import connection, validate
+
+    assert bench.kept_root is not None
+    config = bench.config(bench.kept_root, 2)
+    source = with_resolved_password(config.source)
+    with connection(source) as conn:
+        tables = validate(conn, config)
+    start, end = offsets
+    server_id = SERVER_IDS[0] + 50
+
+    def library() -> int:
+        stream = _open(
+            source, server_id, start,
+            only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+            only_schemas=["bench"], only_tables=["customer"],
+        )  # fmt: skip
+        images = 0
+        try:
+            for event in stream:
+                if BinlogOffset(stream.log_file, stream.log_pos) > end:
+                    break
+                images += sum(2 if "after_values" in row else 1 for row in event.rows)
+        finally:
+            stream.close()
+        return images
+
+    def binlake() -> int:
+        changes = read_changes(source, server_id, tables, start, end)
+        return sum(2 if c.before is not None and c.after is not None else 1 for c in changes)
+
+    result: dict[str, Any] = {}
+    for name, run in (("library", library), ("binlake", binlake)):
+        started = time.monotonic()
+        images = run()
+        seconds = time.monotonic() - started
+        result[f"{name}_images_s"] = round(images / seconds, 1)
+        result["images"] = images
+        rate = images / seconds
+        say(f"decode: {name:8s} {images:,} row images in {seconds:.1f} s = {rate:,.0f}/s")
+    result["speedup"] = round(result["binlake_images_s"] / result["library_images_s"], 2)
+    return result
+
+
 # --------------------------------------------------------------------------- profiles
 
 
@@ -571,6 +625,8 @@ def main() -> int:
     offsets = stream.pop("_offsets")
     latency = stream_latency(bench, spark, monitor)
     stream.update(latency)
+    with monitor.phase("decode"):
+        stream["decode"] = decode_speed(bench, offsets)
 
     if os.environ.get("BENCH_ONLY") == "stream":
         monitor.stop()
