@@ -27,7 +27,7 @@ from binlake.config import SourceConfig
 from binlake.errors import BinlogPurgedError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition
 from binlake.row_images import ImageDecoder, UnsupportedLayout, decode_images, image_decoder
-from binlake.source import TableSchema, binlog_files, connection
+from binlake.source import Connection, TableSchema, binlog_files, connection
 from binlake.typemap import map_table
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,7 @@ def _open(
         # binlog, so MariaDB is read with the MySQL protocol path (FIELD-NOTES).
         is_mariadb=False,
         enable_logging=False,
+        pymysql_wrapper=Connection,
         **options,
     )
 
