@@ -120,8 +120,7 @@ def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: in
         )
         rows = 0
         for batch in _ChunkBatchReader(source, table, server_id, _Reports())(iter([plan])):
-            marker = batch.column(batch.schema.get_field_index("_marker")).to_pylist()
-            rows += sum(1 for m in marker if not m)
+            rows += batch.num_rows
         return rows
 
     return work
