@@ -23,7 +23,8 @@ from binlake.snapshot import with_resolved_password
 from binlake.source import connection, current_offset, load_schema
 from binlake.typemap import map_table
 
-FIXTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "peer-fixtures" / "flink-cdc"
+# Flink CDC's own fixture (Apache-2.0, header kept), vendored so a clean clone has it.
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "flink-cdc"
 
 EDGE_TABLE = """
 CREATE TABLE edge_types (
