@@ -72,7 +72,7 @@ _DATA_TYPES: dict[int, frozenset[str]] = {
 }
 _INTEGERS = {TINY: ("b", "B"), SHORT: ("h", "H"), LONG: ("i", "I"), LONGLONG: ("q", "Q")}
 _FLOATS = {FLOAT: "f", DOUBLE: "d"}
-_BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 
 
 class UnsupportedLayout(Exception):
@@ -173,8 +173,7 @@ def _string(column: Column, length_bytes: int) -> _Code:
     else:
         length = f"n = int.from_bytes(buf[pos:pos + {length_bytes}], 'little')"
     value = f"buf[pos + {length_bytes}:pos + {length_bytes} + n]"
-    binary = column.data_type in _BINARY_TYPES or column.data_type not in _TEXT_TYPES
-    if binary:
+    if column.data_type not in _TEXT_TYPES:
         # BINARY(n) is stored stripped and read back padded: its normaliser pads it.
         return _Code(
             lines=(length, f"v{{i}} = {value}", f"pos += {length_bytes} + n"),
@@ -184,9 +183,6 @@ def _string(column: Column, length_bytes: int) -> _Code:
         lines=(length, f"v{{i}} = {value}.decode(H{{i}})", f"pos += {length_bytes} + n"),
         helper=_encoding(column.charset),
     )
-
-
-_TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 
 
 def _encoding(charset: str | None) -> str:
@@ -199,9 +195,15 @@ def _compile(table: TableSchema, codes: list[_Code]) -> ImageDecoder:
     mappings = [map_column(c) for c in table.columns]
     namespace: dict[str, Any] = {}
     null_bytes = (len(codes) + 7) // 8
+    not_null = sum(1 << i for i, c in enumerate(table.columns) if not c.nullable)
+    # A NULL in a column the schema says is NOT NULL means the table changed: stop rather than
+    # read the following bytes as that column's value.
+    namespace["changed"] = _null_in_not_null(table)
     body = [
         f"nulls = int.from_bytes(buf[pos:pos + {null_bytes}], 'little')",
         f"pos += {null_bytes}",
+        f"if nulls & {not_null}:",
+        "    changed()",
     ]
     run: list[int] = []  # consecutive NOT NULL fixed-width columns, unpacked together
 
@@ -246,6 +248,13 @@ def _compile(table: TableSchema, codes: list[_Code]) -> ImageDecoder:
     exec(compile(source, f"<binlake row image of {len(codes)} columns>", "exec"), namespace)
     decode: ImageDecoder = namespace["decode"]
     return decode
+
+
+def _null_in_not_null(table: TableSchema) -> Callable[[], None]:
+    def changed() -> None:
+        raise _changed(table, "a NULL in a column captured as NOT NULL")
+
+    return changed
 
 
 # --------------------------------------------------------------------------- value readers

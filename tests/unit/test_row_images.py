@@ -123,3 +123,11 @@ def test_changed_layout_and_unsupported_encodings_are_refused() -> None:
         image_decoder(schema, [Mapped(LONG), Mapped(LONG)])
     with pytest.raises(UnsupportedLayout):
         image_decoder(table(Column("j", "json", "json", False)), [Mapped(245)])  # MySQL JSON
+
+
+def test_null_in_a_not_null_column_is_a_schema_change_not_a_misread() -> None:
+    schema = table(ID, Column("n", "int", "int(11)", False))
+    decode = image_decoder(schema, [Mapped(LONGLONG), Mapped(LONG)])
+    image = bytes([0b10]) + struct.pack("<q", 1)  # n NULL: its 4 bytes are absent
+    with pytest.raises(SourceError, match="NULL in a column captured as NOT NULL"):
+        list(decode_images(decode, image))
