@@ -94,7 +94,7 @@ class ChangePosition:
 
 def position_token(offset: BinlogOffset, row: int) -> str:
     """`_binlake_offset` values: comparable as strings in Delta MERGE conditions."""
-    return f"{file_sequence(offset.file):010d}:{offset.pos:020d}:{row:08d}"
+    return f"{offset.sort_key[0]:010d}:{offset.pos:020d}:{row:08d}"
 
 
 def bytes_behind(offset: BinlogOffset, head: BinlogOffset, sizes: dict[str, int]) -> int:

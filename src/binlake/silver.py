@@ -70,13 +70,14 @@ def ensure_silver(
     columns = list(table.column_names)
     if from_bronze:
         bronze = spark.read.format("delta").load(bronze_path(config, table))
+        key = [F.col(f"`{k}`") for k in table.key]
         initial = (
             bronze.select(
                 *columns,
                 offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
             )
-            .repartitionByRange(*[F.col(f"`{k}`") for k in table.key])
-            .sortWithinPartitions(*[F.col(f"`{k}`") for k in table.key])
+            .repartitionByRange(*key)
+            .sortWithinPartitions(*key)
         )
     else:
         schema = T.StructType(
@@ -98,11 +99,11 @@ class SilverWriter:
     """The `foreachBatch` sink: per table, a changelog append and one MERGE, run concurrently.
 
     A batch's fixed cost is what a user waits for on every commit, so it is kept to one small
-    aggregate (per-table counts and key ranges) plus the two Delta commits, submitted side by
-    side: they read the same cached batch and neither depends on the other (each is idempotent
-    on its own). The MERGE condition carries the batch's key range as a target-only predicate,
-    so Delta skips the silver files outside it instead of scanning the whole table for a few
-    changed rows.
+    aggregate (per-table counts, key ranges, short key lists) plus the two Delta commits,
+    submitted side by side: they read the same cached batch and neither depends on the other
+    (each is idempotent on its own). The MERGE condition names the batch's keys (their list, or
+    their range) as a target-only predicate, so Delta skips the silver files that cannot hold
+    them instead of scanning the whole table for a few changed rows.
     """
 
     def __init__(self, config: Config, tables: Sequence[TableSchema], job: str) -> None:
@@ -127,39 +128,35 @@ class SilverWriter:
                     pool.map(lambda w: _timed(w[0], batch, w[1], w[2], w[3], batch_id), work)
                 )
             if summary:
-                log.info(
-                    "batch %d applied in %.1f s (read %.1f s): %s",
-                    batch_id, time.monotonic() - started, read,
-                    ", ".join(
-                        f"{table.qualified} {step.__name__.strip('_')} {seconds:.1f} s"
-                        for (step, table, _, _), seconds in zip(work, timings, strict=True)
-                    ),
-                )  # fmt: skip
-                log.info(
-                    "batch %d: %s",
-                    batch_id,
-                    ", ".join(f"{t} {s['count']} changes" for t, s in sorted(summary.items())),
+                steps = ", ".join(
+                    f"{table.qualified} {step.__name__.strip('_')} {seconds:.1f} s"
+                    for (step, table, _, _), seconds in zip(work, timings, strict=True)
                 )
+                counts = ", ".join(f"{t} {s['count']}" for t, s in sorted(summary.items()))
+                log.info(
+                    "batch %d applied in %.1f s: changes %s; read %.1f s, %s",
+                    batch_id, time.monotonic() - started, counts, read, steps,
+                )  # fmt: skip
         finally:
             batch.unpersist()
 
     def _summary(self, batch: DataFrame) -> dict[str, Row]:
-        """Per table in the batch: its change count and the min/max of each key column."""
+        """Per table in the batch: its change count, the min/max of each key column and (for a
+        single-column key) its distinct keys, up to one past `MERGE_KEY_LIST_LIMIT`."""
+        limit = MERGE_KEY_LIST_LIMIT + 1
         bounds = [
-            agg(
-                F.coalesce(F.col(f"{after_column(i)}.`{k}`"), F.col(f"{before_column(i)}.`{k}`"))
-            ).alias(f"{name}_{i}_{j}")
+            agg(_key_of(i, k)).alias(f"{name}_{i}_{j}")
             for i, table in enumerate(self.tables)
             for j, k in enumerate(table.key)
             for name, agg in (("lo", F.min), ("hi", F.max))
         ]
+        # One key past the limit tells a list that fits from one that was cut short.
         keys = [
             F.slice(F.array_distinct(F.collect_list(_key_of(i, table.key[0]))), 1, limit).alias(
                 f"keys_{i}"
             )
             for i, table in enumerate(self.tables)
             if len(table.key) == 1
-            for limit in (MERGE_KEY_LIST_LIMIT + 1,)
         ]
         rows = (
             batch.groupBy("_table").agg(F.count(F.lit(1)).alias("count"), *bounds, *keys).collect()

@@ -31,7 +31,7 @@ from binlake.changes import RowChange, split_key_change
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.collation import CollationOrder
 from binlake.config import SourceConfig
-from binlake.offsets import BinlogOffset, ChangePosition, position_token
+from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
 from binlake.source import TableSchema, connection, current_offset
 from binlake.typemap import spark_schema
@@ -198,14 +198,13 @@ class ChangeBatches:
     def __init__(self, tables: Sequence[TableSchema]) -> None:
         self.tables = {t.qualified: i for i, t in enumerate(tables)}
         self.schema = to_arrow_schema(change_schema(tables), timezone="UTC")
-        self._tokens: dict[BinlogOffset, str] = {}
 
     def of(self, changes: list[RowChange]) -> pa.RecordBatch:
         offsets = [c.position.offset for c in changes]
         meta = [
             pa.array([c.table for c in changes], pa.string()),
             pa.array([c.op.value for c in changes], pa.string()),
-            pa.array([self._token(c.position) for c in changes], pa.string()),
+            pa.array([c.position.token() for c in changes], pa.string()),
             pa.array([o.file for o in offsets], pa.string()),
             pa.array([o.pos for o in offsets], pa.int64()),
             pa.array([c.position.row for c in changes], pa.int32()),
@@ -219,15 +218,6 @@ class ChangeBatches:
                 rows = [getattr(c, side) if m else None for c, m in zip(changes, mine, strict=True)]
                 images.append(_struct_column(rows, struct_type))
         return pa.RecordBatch.from_arrays([*meta, *images], schema=self.schema)
-
-    def _token(self, position: ChangePosition) -> str:
-        """`position.token()`, with the file/pos part formatted once per event."""
-        prefix = self._tokens.get(position.offset)
-        if prefix is None:
-            if len(self._tokens) > 100_000:
-                self._tokens.clear()
-            prefix = self._tokens[position.offset] = position_token(position.offset, 0)[:-8]
-        return f"{prefix}{position.row:08d}"
 
 
 def _struct_column(rows: list[Any], struct_type: pa.StructType) -> pa.Array:
