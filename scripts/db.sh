@@ -4,6 +4,9 @@
 #   scripts/db.sh up      start (initialising the data dir and the binlake user once)
 #   scripts/db.sh down    stop it by its own PID
 #   scripts/db.sh env     print `export ...` lines for the demo config
+# BINLAKE_DB_DIR and BINLAKE_DB_PORT place another server; BINLAKE_DB_SETTINGS (my.cnf lines,
+# `name=value` one a line) follow the defaults below and so override them: the tests' throwaway
+# servers (tests/integration/servers.py) are this script with other settings.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${BINLAKE_DB_DIR:-$root/.db}"
@@ -35,6 +38,7 @@ sync_binlog=0
 max_connections=500
 character-set-server=utf8mb4
 collation-server=utf8mb4_general_ci
+${BINLAKE_DB_SETTINGS:-}
 [client]
 socket=$sock
 port=$port

@@ -1,4 +1,5 @@
-"""Shared fixtures: one Spark session and one MariaDB per test run; a database per test."""
+"""Shared fixtures: one Spark session and one MariaDB per test run; a database per test; throwaway
+servers for tests that need other server settings."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import os
 import re
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 from integration.replay import connect
+from integration.servers import PrivateServer, private_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,27 +63,63 @@ def sql(db_env: dict[str, str], database: str) -> Callable[..., list[tuple[Any, 
     return run
 
 
+def _config(source: dict[str, Any], lake: Path, sections: dict[str, dict[str, Any]]) -> Any:
+    """A validated Config: `source` (port, password, database) on 127.0.0.1, the lake at `lake`,
+    a fresh range of replica server ids, `sections` merged over the test defaults."""
+    from binlake.config import parse_config
+
+    low = 6000 + (uuid.uuid4().int % 1000) * 20
+    raw: dict[str, Any] = {
+        "source": {
+            "host": "127.0.0.1",
+            "user": "binlake",
+            **source,
+            "server_id_range": [low, low + 19],
+        },
+        "snapshot": {"chunk_size": 100, "parallelism": 2},
+        "lake": {"root": str(lake)},
+    }
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    return parse_config(raw)
+
+
 @pytest.fixture
 def make_config(db_env: dict[str, str], database: str, tmp_path: Path) -> Callable[..., Any]:
     """A validated Config for the test's database and a lake under tmp_path."""
-    from binlake.config import parse_config
 
     def build(**sections: dict[str, Any]) -> Any:
-        raw: dict[str, Any] = {
-            "source": {
-                "host": "127.0.0.1",
-                "port": int(db_env["BINLAKE_SOURCE_PORT"]),
-                "user": "binlake",
-                "password_env": "BINLAKE_SOURCE_PASSWORD",
-                "database": database,
-                "server_id_range": [6000 + (uuid.uuid4().int % 1000) * 20, 0],
-            },
-            "snapshot": {"chunk_size": 100, "parallelism": 2},
-            "lake": {"root": str(tmp_path / "lake")},
+        source = {
+            "port": int(db_env["BINLAKE_SOURCE_PORT"]),
+            "password_env": "BINLAKE_SOURCE_PASSWORD",
+            "database": database,
         }
-        raw["source"]["server_id_range"][1] = raw["source"]["server_id_range"][0] + 19
-        for section, values in sections.items():
-            raw.setdefault(section, {}).update(values)
-        return parse_config(raw)
+        return _config(source, tmp_path / "lake", sections)
+
+    return build
+
+
+@pytest.fixture
+def private_mariadb() -> Iterator[Callable[[Mapping[str, str]], PrivateServer]]:
+    """Start throwaway MariaDBs with extra my.cnf settings, stopped when the test ends:
+    `server = private_mariadb({"transaction-isolation": "READ-UNCOMMITTED"})`. For settings the
+    shared server must not get: other tests run against it at the same time."""
+    with ExitStack() as servers:
+        yield lambda settings: servers.enter_context(private_server(settings))
+
+
+@pytest.fixture
+def make_private_config(tmp_path: Path) -> Callable[..., Any]:
+    """make_config for a throwaway server: `make_private_config(server, database, **sections)`
+    (the password inline, the environment untouched)."""
+
+    def build(server: PrivateServer, database: str, **sections: dict[str, Any]) -> Any:
+        source = {
+            "port": server.port,
+            "password": server.password,
+            "password_env": None,
+            "database": database,
+        }
+        return _config(source, tmp_path / "lake", sections)
 
     return build

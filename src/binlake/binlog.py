@@ -8,15 +8,17 @@ library before their rows are decoded (`only_tables`/`only_schemas`), which is w
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.event import NotImplementedEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
+    PartialUpdateRowsEvent,
     RowsEvent,
     UpdateRowsEvent,
     WriteRowsEvent,
@@ -26,9 +28,8 @@ from binlake.changes import Op, Row, RowChange
 from binlake.config import SourceConfig
 from binlake.errors import BinlogPurgedError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition
-from binlake.row_images import ImageDecoder, UnsupportedLayout, decode_images, image_decoder
+from binlake.row_images import ImageDecoder, decode_images, image_decoder
 from binlake.source import Connection, TableSchema, binlog_files, connection
-from binlake.typemap import map_table
 
 log = logging.getLogger(__name__)
 
@@ -37,38 +38,49 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find first log fi
 ER_CONNECTION_KILLED = 4052  # MariaDB: another replica connected with our server_id
 
 
-class _TableDecoder:
-    """One captured table's row images → normalised row tuples.
+#: Column attributes of python-mysql-replication's table map that shape a row image.
+_LAYOUT_ATTRIBUTES = (
+    "name", "max_length", "length_size", "fsp", "precision", "decimals", "bytes", "size",
+)  # fmt: skip
+#: Event types the library cannot decode and would drop silently, and the setting behind each.
+_UNREADABLE_EVENTS = {
+    **dict.fromkeys(range(165, 172), "log_bin_compress=ON (MariaDB compressed events)"),
+    40: "binlog_transaction_compression=ON (MySQL transaction payloads)",
+    39: "binlog_row_value_options=PARTIAL_JSON (MySQL partial JSON updates)",
+}
 
-    Row bytes are decoded by `row_images` (one generated decoder per table map); only layouts
-    it leaves to the library (MySQL's binary JSON, pre-5.6 temporal types) go through
-    python-mysql-replication's own decoding and the column normalisers.
+
+class _TableDecoder:
+    """One captured table's row images → normalised row tuples (`row_images`).
+
+    A decoder is generated per row layout. The layout is identified by the table id and each
+    column's type, metadata and (where logged) name: never by the identity of the library's
+    table-map object, which is new for every TABLE_MAP event and whose `id()` Python reuses, so
+    a key made of it can hand a new layout (after an ALTER) the old layout's decoder.
     """
 
     def __init__(self, table: TableSchema) -> None:
         self.table = table
-        self.normalizers = tuple(m.normalize for m in map_table(table))
-        self._decoders: dict[int, ImageDecoder | None] = {}  # by table-map identity
+        self._decoders: dict[tuple[Any, ...], ImageDecoder] = {}
+        self._map: Any = None  # the table map of the current transaction, and its decoder
+        self._decoder: ImageDecoder | None = None
 
     def images(self, event: RowsEvent) -> list[Row]:
         """Every row image of `event` in order (an update row: its before, then its after)."""
         table_map = event.table_map[event.table_id]
-        key = id(table_map)
-        if key not in self._decoders:
-            self._decoders[key] = self._fast_decoder(event)
-        decoder = self._decoders[key]
-        if decoder is None:
-            return [self._row(values) for row in event.rows for values in _images_of(row)]
+        if table_map is not self._map or self._decoder is None:
+            self._decoder = self._decoder_for(event.table_id, table_map.columns)
+            self._map = table_map  # held, so it is compared by identity, never by a reused id
         self._require_full_images(event)
         body = event.packet.read(event.event_size - event.packet.read_bytes)
-        return list(decode_images(decoder, body))
+        return list(decode_images(self._decoder, body))
 
-    def _fast_decoder(self, event: RowsEvent) -> ImageDecoder | None:
-        try:
-            return image_decoder(self.table, event.columns)
-        except UnsupportedLayout as exc:
-            log.info("%s: decoded by python-mysql-replication (%s)", self.table.qualified, exc)
-            return None
+    def _decoder_for(self, table_id: int, columns: list[Any]) -> ImageDecoder:
+        layout = (table_id, *(_column_layout(c) for c in columns))
+        decoder = self._decoders.get(layout)
+        if decoder is None:
+            decoder = self._decoders[layout] = image_decoder(self.table, columns)
+        return decoder
 
     def _require_full_images(self, event: RowsEvent) -> None:
         bitmaps = [event.columns_present_bitmap]
@@ -81,22 +93,9 @@ class _TableDecoder:
                 "a session wrote with binlog_row_image other than FULL; binlake needs FULL"
             )
 
-    def _row(self, values: Mapping[str, Any]) -> Row:
-        # The image lists every column in table order (binlog_row_image=FULL); names may be
-        # UNKNOWN_COLn without binlog_row_metadata=FULL, so map by position, not by name.
-        raw = list(values.values())
-        if len(raw) != len(self.normalizers):
-            raise SourceError(
-                f"a binlog row of {self.table.qualified} has {len(raw)} columns, the captured "
-                f"schema {len(self.normalizers)}: the table's schema changed; re-snapshot it"
-            )
-        return tuple(n(v) for n, v in zip(self.normalizers, raw, strict=True))
 
-
-def _images_of(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    if "values" in row:
-        return [row["values"]]
-    return [row["before_values"], row["after_values"]]
+def _column_layout(column: Any) -> tuple[Any, ...]:
+    return (column.type, *(getattr(column, a, None) for a in _LAYOUT_ATTRIBUTES))
 
 
 def _open(
@@ -149,42 +148,104 @@ def read_changes(
 ) -> Iterator[RowChange]:
     """Row changes of `tables` with positions in `(start, stop]`, in binlog order.
 
-    Non-blocking reads end at the binlog's current end; blocking reads wait for new events.
+    With a `stop`, the read reaches `stop` or fails: a server serves only the binlog bytes it
+    has synced, and a connection can drop, so a read that ends early is resumed from the last
+    transaction boundary it passed (changes already yielded are not yielded again) until `stop`
+    is reached or `READ_DEADLINE_S` passes without progress. Without a `stop`, non-blocking reads
+    end at the binlog's current end and blocking reads wait for new events.
     """
-    decoders = {t.name: _TableDecoder(t) for t in tables}
-    stream = _open(
-        source,
-        server_id,
-        start,
-        blocking=blocking,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=sorted({t.database for t in tables}),
-        only_tables=sorted(decoders),
-    )
-    try:
-        yield from _changes(stream, decoders, tables[0].database, start, stop)
-    except pymysql.err.OperationalError as exc:
-        raise _replication_error(exc, start, server_id) from None
-    finally:
-        stream.close()
-
-
-def _changes(
-    stream: BinLogStreamReader,
-    decoders: dict[str, _TableDecoder],
-    database: str,
-    start: BinlogOffset,
-    stop: BinlogOffset | None,
-) -> Iterator[RowChange]:
-    for event in stream:
-        offset = BinlogOffset(stream.log_file, stream.log_pos)
-        if stop is not None and offset > stop:
+    reader = _Reader(source, server_id, tables, start, stop)
+    deadline = time.monotonic() + READ_DEADLINE_S
+    while True:
+        before = reader.boundary, reader.reached
+        try:
+            yield from reader.read(blocking)
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] in _TRANSIENT and time.monotonic() < deadline:
+                log.warning("binlog read from %s interrupted (%s); resuming", reader.boundary, exc)
+                continue
+            raise _replication_error(exc, reader.boundary, server_id) from None
+        if reader.done:
             return
-        if offset <= start or event.schema != database:
-            continue
-        decoder = decoders.get(event.table)
-        if decoder is None:
-            continue
+        if (reader.boundary, reader.reached) != before:
+            deadline = time.monotonic() + READ_DEADLINE_S
+        elif time.monotonic() >= deadline:
+            raise SourceError(
+                f"the binlog read ended at {reader.reached} before its stop offset {stop} and "
+                f"made no progress for {READ_DEADLINE_S:.0f} s: the source serves its binlog "
+                "only up to what it has synced, or the connection keeps dropping"
+            )
+        time.sleep(0.05)
+
+
+READ_DEADLINE_S = 30.0
+#: Transaction ends mark where a retry may resume; unknown and partial events are read so that
+#: an event the library cannot decode stops the read instead of vanishing.
+_READ_EVENTS = [
+    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
+    NotImplementedEvent, PartialUpdateRowsEvent,
+]  # fmt: skip
+#: Connection errors a binlog read resumes from (lost, gone away, cannot connect yet).
+_TRANSIENT = {2003, 2006, 2013}
+
+
+class _Reader:
+    """One positioned read of the binlog, resumable at its last transaction boundary."""
+
+    def __init__(
+        self,
+        source: SourceConfig,
+        server_id: int,
+        tables: list[TableSchema],
+        start: BinlogOffset,
+        stop: BinlogOffset | None,
+    ) -> None:
+        self.source, self.server_id, self.start, self.stop = source, server_id, start, stop
+        self.database = tables[0].database
+        self.decoders = {t.name: _TableDecoder(t) for t in tables}
+        self.boundary = start  # the last transaction boundary read: where a retry resumes
+        self.reached = start  # the end of the last event read
+        self.emitted: BinlogOffset | None = None  # the last rows event whose changes left
+        self.done = False
+
+    def read(self, blocking: bool) -> Iterator[RowChange]:
+        stream = _open(
+            self.source,
+            self.server_id,
+            self.boundary,
+            blocking=blocking,
+            only_events=_READ_EVENTS,
+            only_schemas=[self.database],
+            only_tables=sorted(self.decoders),
+            filter_non_implemented_events=False,
+        )
+        try:
+            for event in stream:
+                offset = BinlogOffset(stream.log_file, stream.log_pos)
+                self.reached = offset
+                if self.stop is not None and offset > self.stop:
+                    break
+                if isinstance(event, RowsEvent) and not isinstance(event, PartialUpdateRowsEvent):
+                    yield from self._changes(event, offset)
+                elif _ends_transaction(event):
+                    self.boundary = offset
+                else:
+                    _refuse_unreadable(event)
+                if offset == self.stop:
+                    break
+            else:
+                self.reached = max(self.reached, BinlogOffset(stream.log_file, stream.log_pos))
+        finally:
+            stream.close()
+        self.done = self.stop is None or self.reached >= self.stop
+
+    def _changes(self, event: RowsEvent, offset: BinlogOffset) -> Iterator[RowChange]:
+        decoder = self.decoders.get(event.table)
+        if offset <= self.start or event.schema != self.database or decoder is None:
+            return
+        if self.emitted is not None and offset <= self.emitted:
+            return  # already yielded before a resume
+        self.emitted = offset
         images = decoder.images(event)
         qualified, ts = decoder.table.qualified, event.timestamp
         if isinstance(event, UpdateRowsEvent):
@@ -202,6 +263,18 @@ def _changes(
                 yield RowChange(
                     qualified, Op.DELETE, ChangePosition(offset, index), image, None, ts
                 )
+
+
+def _refuse_unreadable(event: Any) -> None:
+    """Stop at an event python-mysql-replication cannot decode (it would drop it silently)."""
+    kind = event.packet.event_type
+    setting = _UNREADABLE_EVENTS.get(kind)
+    if setting is not None:
+        raise SourceError(
+            f"the source wrote a binlog event binlake cannot read (type {kind}, from "
+            f"{setting}): turn that setting off on the source; the changes in these events "
+            "are lost to binlake, so re-snapshot the tables they touched"
+        )
 
 
 def _replication_error(

@@ -3,12 +3,17 @@
 Flink CDC's SnapshotSplitReader. Step 1, the low watermark; step 2, the SELECT of the chunk's
 range; step 3, the high watermark; step 4, the binlog in (LW, HW] replayed onto the selected rows.
 
-The low watermark must not be later than the SELECT's view: a transaction written to the binlog
-before LW but not yet committed in the storage engine when the SELECT's read view opens would be
-in neither the rows nor the replay. MariaDB closes that gap exactly: `START TRANSACTION WITH
-CONSISTENT SNAPSHOT` publishes the binlog position of the snapshot (`binlog_snapshot_file/
-_position`, the mechanism behind mysqldump --single-transaction --master-data). On MySQL the
-position read before the snapshot is used; any window that brackets the SELECT is correct.
+The low watermark must not be later than the SELECT's read view: a transaction written to the
+binlog before LW but not yet committed in the storage engine when the view opens would be in
+neither the rows nor the replay. A window that starts earlier is always safe (the replay applies
+each changed key's last image), so LW only has to be provably at or before the view:
+
+- MariaDB and Percona Server publish the binlog position of the snapshot itself: `START
+  TRANSACTION WITH CONSISTENT SNAPSHOT` then `binlog_snapshot_file/_position` (the mechanism
+  behind mysqldump --single-transaction --master-data). LW is exact.
+- MySQL has no such position. There LW is the binlog head read before the view, after waiting
+  until every transaction before it has committed in the engine (`_settled_offset`, through
+  GTIDs; validation requires gtid_mode=ON there).
 
 Rows stay columnar: the SELECT's rows go to Arrow column by column, and the replay only touches
 the keys the binlog window changed (the rows of those keys are replaced by their state at HW).
@@ -17,22 +22,38 @@ the keys the binlog window changed (the rows of those keys are replaced by their
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pymysql
 
 from binlake.binlog import read_changes
 from binlake.changes import Row, RowKey, apply_changes
 from binlake.chunks import ChunkRange
 from binlake.config import SourceConfig
+from binlake.errors import SourceError
 from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
-from binlake.source import TableSchema, bulk_connection, connection, current_offset, quote
-from binlake.typemap import ColumnMapping, map_table
+from binlake.source import (
+    TableSchema,
+    bulk_connection,
+    connection,
+    current_offset,
+    query,
+    reports_snapshot_offset,
+    snapshot_offset,
+)
+from binlake.typemap import ColumnMapping, map_table, select_expression, split_key
 
 log = logging.getLogger(__name__)
+
+#: How long a chunk on MySQL waits for the transactions before its low watermark to commit.
+#: Semi-synchronous replication alone may hold a commit for rpl_semi_sync_source_timeout (10 s).
+COMMIT_WAIT_S = 60
+_BEFORE_UUID = re.compile(r"(?=[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -50,8 +71,8 @@ class ChunkRead:
 
 def select_sql(table: TableSchema, chunk: ChunkRange) -> str:
     """The chunk's SELECT; bounds are bound parameters, names are quoted."""
-    columns = ", ".join(quote(c) for c in table.column_names)
-    k = quote(table.split_column)
+    columns = ", ".join(select_expression(c) for c in table.columns)
+    k = split_key(table.column(table.split_column)).sql
     conditions = []
     if chunk.start is not None:
         conditions.append(f"{k} >= %s")
@@ -68,25 +89,73 @@ def _bounds(chunk: ChunkRange) -> tuple[Any, ...]:
 def _select_at_snapshot(
     bulk: Any, table: TableSchema, chunk: ChunkRange
 ) -> tuple[BinlogOffset | None, tuple[tuple[Any, ...], ...]]:
-    """The chunk's rows in one consistent snapshot, and that snapshot's binlog position (MariaDB;
-    None elsewhere)."""
+    """The chunk's rows in one consistent snapshot, and that snapshot's binlog position (MariaDB
+    and Percona Server; None on MySQL).
+
+    The transaction is REPEATABLE READ whatever the server's default: under READ UNCOMMITTED the
+    SELECT would read other transactions' uncommitted rows (which no binlog event ever takes out
+    again), under READ COMMITTED InnoDB ignores WITH CONSISTENT SNAPSHOT, and under SERIALIZABLE
+    the SELECT would take shared locks.
+    """
     cur = bulk.cursor()
     try:
+        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%%'")
-        status = {str(k): v for k, v in cur.fetchall()}
+        at = snapshot_offset(cur.fetchall())
         cur.execute(select_sql(table, chunk), _bounds(chunk))
         rows = cur.fetchall()
         cur.execute("COMMIT")
     finally:
         cur.close()
-    file, pos = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
-    at = BinlogOffset(_text(file), int(pos)) if file and pos is not None else None
     return at, rows
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def owned_gtid_set(owned: str) -> str:
+    """`@@GLOBAL.gtid_owned` as a GTID set: MySQL prints each owned GTID with its owner's thread
+    (`uuid:7#31:8#33`, the next UUID straight after the last number), WAIT_FOR_EXECUTED_GTID_SET
+    takes `uuid:7:8,...`. A UUID starts 8 hex digits before its first dash, so it is found even
+    right after a number's digits."""
+    return ",".join(re.sub(r"#\d+", "", part) for part in _BEFORE_UUID.split(owned) if part)
+
+
+def _settled_offset(conn: pymysql.Connection) -> BinlogOffset:
+    """A binlog position every transaction before which is committed in the storage engine: the
+    low watermark on MySQL, read before the chunk's read view opens.
+
+    MySQL's group commit writes a transaction to the binlog in its flush stage and commits it in
+    InnoDB later, in the commit stage (after the sync stage and any semi-synchronous wait).
+    `SHOW MASTER STATUS` reads the position under the flush stage's lock, so the transactions
+    before it may not all be visible yet. Their GTIDs close the gap:
+
+    1. A transaction's GTID is owned from its assignment (in the flush stage, before its events
+       are written; or at `SET gtid_next`, earlier still) until it commits, when it moves
+       to gtid_executed, after the engine commit (sql/binlog.cc: process_commit_stage_queue
+       commits the group in the engines, then Gtid_state::update_commit_group; finish_commit
+       does the same per thread without binlog_order_commits).
+    2. `@@GLOBAL.gtid_owned` is read under the GTID state's write lock, which the move holds
+       shared: the value read is a state in which each GTID is owned or executed, never
+       neither.
+    3. Read after the head, gtid_owned therefore holds every transaction before the head that
+       has not committed yet; once WAIT_FOR_EXECUTED_GTID_SET returns for it, every transaction
+       before the head has committed, and a read view opened afterwards sees them all.
+
+    The owned set may hold more (transactions after the head, a replica applier's transaction
+    in progress): waiting for those costs time, not correctness, and gives up after
+    `COMMIT_WAIT_S` with an error rather than wait forever.
+    """
+    head = current_offset(conn)
+    owned = owned_gtid_set(str(query(conn, "SELECT @@GLOBAL.gtid_owned")[0][0] or ""))
+    if owned:
+        wait = "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)"
+        if query(conn, wait, (owned, COMMIT_WAIT_S))[0][0] != 0:
+            raise SourceError(
+                f"transactions {owned} stayed uncommitted on the source for {COMMIT_WAIT_S} s "
+                "(a long replica-applier transaction, or a session holding gtid_next): a chunk "
+                "waits for in-flight commits before its read view on MySQL; retry once they "
+                "have committed"
+            )
+    return head
 
 
 class ChunkReader:
@@ -105,6 +174,8 @@ class ChunkReader:
         self.conn = self._stack.enter_context(connection(self.source))
         self.bulk = self._stack.enter_context(bulk_connection(self.source))
         self.order = key_order(self.conn, self.table)
+        # MariaDB and Percona Server: LW from the snapshot itself; MySQL: waited for, before it.
+        self.exact_lw = reports_snapshot_offset(self.conn)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -113,9 +184,14 @@ class ChunkReader:
     def read(self, chunk_id: int, chunk: ChunkRange) -> ChunkRead:
         table, name = self.table, self.table.qualified
         log.debug("Snapshot step 1 - Determining low watermark for %s chunk %d", name, chunk_id)
-        before = current_offset(self.conn)
+        settled = None if self.exact_lw else _settled_offset(self.conn)
         at, raw = _select_at_snapshot(self.bulk, table, chunk)
-        lw = at or before
+        lw = at or settled
+        if lw is None:
+            raise SourceError(
+                f"the source stopped reporting binlog_snapshot_position (chunk {chunk_id} of "
+                f"{name}): it reported it when the reader started"
+            )
         log.debug(
             "Snapshot step 2 - Read %d rows of %s chunk %d %s", len(raw), name, chunk_id, chunk
         )

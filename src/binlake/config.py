@@ -79,7 +79,8 @@ class SnapshotConfig(_Section):
     chunk_size: Annotated[int, Field(ge=1)] = 8096
     #: Chunks read at once (Spark tasks).
     parallelism: Annotated[int, Field(ge=1)] = 4
-    #: Split key per table, required for tables without a primary key.
+    #: Split key per table, required for tables without a primary key: a primary-key column,
+    #: or where there is none a NOT NULL column with a single-column UNIQUE index.
     split_keys: dict[str, str] = Field(default_factory=dict)
     #: Even splitting applies while (max - min + 1) / rows lies within these bounds (Flink's).
     distribution_factor_upper: Annotated[float, Field(gt=0)] = 1000.0

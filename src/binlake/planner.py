@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import pymysql
@@ -10,17 +11,32 @@ import pymysql
 from binlake.chunks import ChunkRange, distribution_factor, plan_even, plan_uneven
 from binlake.collation import CollationOrder, needs_collation
 from binlake.config import SnapshotConfig
-from binlake.source import TableSchema, query, quote
-from binlake.typemap import map_column
+from binlake.source import TableSchema, query
+from binlake.typemap import enum_values, split_key
 
 log = logging.getLogger(__name__)
 
-_INTEGRAL = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
+
+class MemberOrder:
+    """ENUM split keys: a member's text (a row's value) or index (a chunk bound) → its index,
+    the order MySQL sorts ENUM values in (`typemap.split_key`)."""
+
+    def __init__(self, members: list[str]) -> None:
+        self._index = {m: i for i, m in enumerate(["", *members])}  # '' is the error value 0
+
+    def prime(self, values: Iterable[Any]) -> None:
+        """Nothing to fetch: the members are known."""
+
+    def __call__(self, value: Any) -> int:
+        return value if isinstance(value, int) else self._index[value]
 
 
-def key_order(conn: pymysql.Connection, table: TableSchema) -> CollationOrder | None:
-    """The sort key for the split column: the collation's for strings, natural otherwise."""
+def key_order(conn: pymysql.Connection, table: TableSchema) -> CollationOrder | MemberOrder | None:
+    """The sort key for the split column: the collation's for strings, the member index for
+    ENUM, natural otherwise."""
     column = table.column(table.split_column)
+    if column.data_type == "enum":
+        return MemberOrder(enum_values(column.column_type))
     return CollationOrder(conn, column) if needs_collation(column) else None
 
 
@@ -28,14 +44,14 @@ def plan_table(
     conn: pymysql.Connection, table: TableSchema, options: SnapshotConfig
 ) -> list[ChunkRange]:
     """Split `table` into chunks of about `options.chunk_size` rows by its split column."""
-    column = table.column(table.split_column)
-    normalize = map_column(column).normalize
-    k, t = quote(table.split_column), table.sql_name
+    split = split_key(table.column(table.split_column))
+    normalize = split.normalize
+    k, t = split.sql, table.sql_name
     low, high, rows = query(conn, f"SELECT MIN({k}), MAX({k}), COUNT(*) FROM {t}")[0]
     low, high = normalize(low), normalize(high)
     if rows == 0:
         return [ChunkRange.all()]
-    if column.data_type in _INTEGRAL:
+    if split.integral:
         factor = distribution_factor(int(low), int(high), int(rows))
         if options.distribution_factor_lower <= factor <= options.distribution_factor_upper:
             ranges = plan_even(int(low), int(high), options.chunk_size, factor)

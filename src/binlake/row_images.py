@@ -23,20 +23,21 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from pymysql.charset import charset_by_name
+from pymysqlreplication.json_binary import parse_json
 
+from binlake.charsets import text_codec
 from binlake.errors import SourceError
 from binlake.source import Column, TableSchema
-from binlake.typemap import enum_values, map_column
+from binlake.typemap import enum_values, json_text, map_column
 
 Row = tuple[Any, ...]
 ImageDecoder = Callable[[bytes, int], tuple[Row, int]]
 
 # MySQL field types as they appear in TABLE_MAP events (after ENUM/SET real-type resolution).
-TINY, SHORT, LONG, FLOAT, DOUBLE, LONGLONG, INT24 = 1, 2, 3, 4, 5, 8, 9
-DATE, YEAR, VARCHAR, BIT = 10, 13, 15, 16
+TINY, SHORT, LONG, FLOAT, DOUBLE, TIMESTAMP, LONGLONG, INT24 = 1, 2, 3, 4, 5, 7, 8, 9
+DATE, TIME, DATETIME, YEAR, VARCHAR, BIT = 10, 11, 12, 13, 15, 16
 TIMESTAMP2, DATETIME2, TIME2 = 17, 18, 19
-NEWDECIMAL, ENUM, SET, BLOB, STRING, GEOMETRY = 246, 247, 248, 252, 254, 255
+JSON, NEWDECIMAL, ENUM, SET, BLOB, STRING, GEOMETRY = 245, 246, 247, 248, 252, 254, 255
 
 _BLOB_TYPES = frozenset({
     "tinytext", "text", "mediumtext", "longtext", "json",
@@ -62,6 +63,10 @@ _DATA_TYPES: dict[int, frozenset[str]] = {
     DATETIME2: frozenset({"datetime"}),
     TIMESTAMP2: frozenset({"timestamp"}),
     TIME2: frozenset({"time"}),
+    DATETIME: frozenset({"datetime"}),
+    TIMESTAMP: frozenset({"timestamp"}),
+    TIME: frozenset({"time"}),
+    JSON: frozenset({"json"}),
     VARCHAR: frozenset({"varchar", "varbinary"}),
     STRING: frozenset({"char", "binary"}),
     ENUM: frozenset({"enum"}),
@@ -73,11 +78,6 @@ _DATA_TYPES: dict[int, frozenset[str]] = {
 _INTEGERS = {TINY: ("b", "B"), SHORT: ("h", "H"), LONG: ("i", "I"), LONGLONG: ("q", "Q")}
 _FLOATS = {FLOAT: "f", DOUBLE: "d"}
 _TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
-
-
-class UnsupportedLayout(Exception):
-    """The table uses a binlog encoding this decoder leaves to python-mysql-replication (MySQL's
-    binary JSON, pre-5.6 temporal types)."""
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,8 @@ class _Code:
 
 def image_decoder(table: TableSchema, map_columns: Sequence[Any]) -> ImageDecoder:
     """The decoder of one FULL row image of `table`, laid out as `map_columns` (the TABLE_MAP
-    event's columns) say. Raises `SourceError` if the layout no longer matches the schema and
-    `UnsupportedLayout` for encodings left to the library."""
+    event's columns) say. Raises `SourceError` if the layout does not match the schema (names,
+    where the server logs them, count and types) or uses an encoding binlake cannot read."""
     if len(map_columns) != len(table.columns):
         raise _changed(table, f"{len(map_columns)} columns in the binlog")
     codes = [
@@ -121,11 +121,14 @@ def _changed(table: TableSchema, detail: str) -> SourceError:
 
 def _code(table: TableSchema, column: Column, mapped: Any) -> _Code:
     kind = mapped.type
+    name = getattr(mapped, "name", None)
+    if name is not None and not str(name).startswith("UNKNOWN_COL") and name != column.name:
+        # Only where the event itself carries names (binlog_row_metadata=FULL): a rename or a
+        # reorder that keeps the types would otherwise decode into the wrong columns.
+        raise _changed(table, f"column {column.name!r} is named {name!r} in the binlog")
     allowed = _DATA_TYPES.get(kind)
-    if allowed is None:
-        raise UnsupportedLayout(f"binlog field type {kind} of {table.qualified}.{column.name}")
-    if column.data_type not in allowed:
-        raise _changed(table, f"column {column.name!r} is field type {kind}")
+    if allowed is None or column.data_type not in allowed:
+        raise _changed(table, f"column {column.name!r} is binlog field type {kind}")
     if kind in _INTEGERS:
         signed, unsigned = _INTEGERS[kind]
         if column.unsigned:
@@ -146,20 +149,42 @@ def _code(table: TableSchema, column: Column, mapped: Any) -> _Code:
         return _fixed_helper(4 + _fsp_bytes(mapped.fsp), _timestamp2(mapped.fsp))
     if kind == TIME2:
         return _fixed_helper(3 + _fsp_bytes(mapped.fsp), _time2(mapped.fsp), normalize=True)
+    if kind in (DATETIME, TIMESTAMP, TIME):
+        return _legacy_temporal(table, column, kind)
     if kind == NEWDECIMAL:
         size, read = _decimal(mapped.precision, mapped.decimals)
         return _fixed_helper(
             size, read, normalize=column.precision is None or column.precision > 38
         )
     if kind == BIT:
-        return _fixed_helper(mapped.bytes, _bit(mapped.bytes))
+        # BIT(1) lands as a boolean, BIT(64) as DECIMAL(20,0): the normaliser makes them.
+        return _fixed_helper(mapped.bytes, _bit(mapped.bytes), normalize=True)
     if kind in (ENUM, SET):
         members = _members(column)
         member = _enum(members, mapped.size) if kind == ENUM else _set(members, mapped.size)
         return _fixed_helper(mapped.size, member)
+    if kind == JSON:
+        return _blob(mapped.length_size, _json)
     if kind in (VARCHAR, STRING):
         return _string(column, 2 if mapped.max_length > 255 else 1)
     return _string(column, mapped.length_size)  # BLOB, TEXT, GEOMETRY: length_size-byte length
+
+
+def _legacy_temporal(table: TableSchema, column: Column, kind: int) -> _Code:
+    """Pre-5.6 DATETIME/TIMESTAMP/TIME (tables created before MySQL 5.6 or MariaDB 10.1.2, or
+    with mysql56_temporal_format=OFF): whole seconds only."""
+    if column.datetime_precision:
+        raise SourceError(
+            f"column {table.qualified}.{column.name} uses the pre-5.6 temporal format with "
+            "fractional seconds, which binlake cannot decode: convert it with "
+            f"`ALTER TABLE {table.sql_name} FORCE` (with mysql56_temporal_format=ON on MariaDB), "
+            "then re-snapshot the table"
+        )
+    if kind == DATETIME:
+        return _fixed_helper(8, _datetime_legacy)
+    if kind == TIMESTAMP:
+        return _fixed_helper(4, _timestamp_legacy)
+    return _fixed_helper(3, _time_legacy, normalize=True)
 
 
 def _fixed_helper(size: int, read: Any, normalize: bool = False) -> _Code:
@@ -167,27 +192,36 @@ def _fixed_helper(size: int, read: Any, normalize: bool = False) -> _Code:
     return _Code(lines=lines, helper=read, normalize=normalize)
 
 
-def _string(column: Column, length_bytes: int) -> _Code:
+def _length_line(length_bytes: int) -> str:
     if length_bytes == 1:
-        length = "n = buf[pos]"
-    else:
-        length = f"n = int.from_bytes(buf[pos:pos + {length_bytes}], 'little')"
+        return "n = buf[pos]"
+    return f"n = int.from_bytes(buf[pos:pos + {length_bytes}], 'little')"
+
+
+def _blob(length_bytes: int, read: Callable[[bytes], Any]) -> _Code:
+    """A length-prefixed value passed through `read`."""
+    value = f"buf[pos + {length_bytes}:pos + {length_bytes} + n]"
+    lines = (_length_line(length_bytes), f"v{{i}} = H{{i}}({value})", f"pos += {length_bytes} + n")
+    return _Code(lines=lines, helper=read)
+
+
+def _string(column: Column, length_bytes: int) -> _Code:
     value = f"buf[pos + {length_bytes}:pos + {length_bytes} + n]"
     if column.data_type not in _TEXT_TYPES:
         # BINARY(n) is stored stripped and read back padded: its normaliser pads it.
         return _Code(
-            lines=(length, f"v{{i}} = {value}", f"pos += {length_bytes} + n"),
+            lines=(_length_line(length_bytes), f"v{{i}} = {value}", f"pos += {length_bytes} + n"),
             normalize=column.data_type == "binary",
         )
+    codec = text_codec(column.charset, column.charmap)
+    if codec.translation is None:  # one C call per value: the common case
+        text = f"v{{i}} = {value}.decode({codec.codec!r})"
+    else:
+        text = f"v{{i}} = {value}.decode({codec.codec!r}).translate(H{{i}})"
     return _Code(
-        lines=(length, f"v{{i}} = {value}.decode(H{{i}})", f"pos += {length_bytes} + n"),
-        helper=_encoding(column.charset),
+        lines=(_length_line(length_bytes), text, f"pos += {length_bytes} + n"),
+        helper=codec.translation,
     )
-
-
-def _encoding(charset: str | None) -> str:
-    found = charset_by_name(charset) if charset else None
-    return found.encoding if found else "utf-8"
 
 
 def _compile(table: TableSchema, codes: list[_Code]) -> ImageDecoder:
@@ -386,10 +420,41 @@ def _decimal(precision: int, scale: int) -> tuple[int, Callable[[bytes, int], De
 
 def _bit(size: int) -> Callable[[bytes, int], int]:
     def read(buf: bytes, pos: int) -> int:
-        # BIT(64) values with the top bit set wrap to negative, as the snapshot lands them.
-        return int.from_bytes(buf[pos : pos + size], "big", signed=size == 8)
+        return int.from_bytes(buf[pos : pos + size], "big")
 
     return read
+
+
+def _json(raw: bytes) -> str:
+    """MySQL's binary JSON (MariaDB's JSON is LONGTEXT and never gets here), rendered as MySQL
+    renders JSON text; an empty value is the JSON null literal."""
+    return json_text(parse_json(raw[0], raw[1:])) if raw else "null"
+
+
+def _datetime_legacy(buf: bytes, pos: int) -> datetime | None:
+    """YYYYMMDDhhmmss as one little-endian 64-bit integer."""
+    packed = int.from_bytes(buf[pos : pos + 8], "little")
+    day_part, time_part = divmod(packed, 1_000_000)
+    try:
+        return datetime(
+            day_part // 10_000, day_part // 100 % 100, day_part % 100,
+            time_part // 10_000, time_part // 100 % 100, time_part % 100,
+        )  # fmt: skip
+    except ValueError:
+        return None  # zero or invalid datetimes
+
+
+def _timestamp_legacy(buf: bytes, pos: int) -> datetime | None:
+    seconds = int.from_bytes(buf[pos : pos + 4], "little")
+    return datetime.fromtimestamp(seconds, UTC) if seconds else None
+
+
+def _time_legacy(buf: bytes, pos: int) -> timedelta:
+    """[-]HHMMSS as one little-endian signed 24-bit integer."""
+    packed = int.from_bytes(buf[pos : pos + 3], "little", signed=True)
+    whole = abs(packed)
+    value = timedelta(hours=whole // 10_000, minutes=whole // 100 % 100, seconds=whole % 100)
+    return -value if packed < 0 else value
 
 
 def _members(column: Column) -> list[str]:

@@ -27,7 +27,7 @@ from binlake.lake import table_exists
 from binlake.snapshot import bronze_path
 from binlake.source import TableSchema
 from binlake.stream_source import after_column, before_column
-from binlake.typemap import spark_schema
+from binlake.typemap import exact_key, key_literal, spark_schema
 
 log = logging.getLogger(__name__)
 
@@ -145,16 +145,22 @@ class SilverWriter:
         single-column key) its distinct keys, up to one past `MERGE_KEY_LIST_LIMIT`."""
         limit = MERGE_KEY_LIST_LIMIT + 1
         bounds = [
-            agg(_key_of(i, k)).alias(f"{name}_{i}_{j}")
+            exact_key(agg(_key_of(i, k)), _key_type(table, k)).alias(f"{name}_{i}_{j}")
             for i, table in enumerate(self.tables)
             for j, k in enumerate(table.key)
             for name, agg in (("lo", F.min), ("hi", F.max))
         ]
         # One key past the limit tells a list that fits from one that was cut short.
         keys = [
-            F.slice(F.array_distinct(F.collect_list(_key_of(i, table.key[0]))), 1, limit).alias(
-                f"keys_{i}"
-            )
+            F.slice(
+                F.array_distinct(
+                    F.collect_list(
+                        exact_key(_key_of(i, table.key[0]), _key_type(table, table.key[0]))
+                    )
+                ),
+                1,
+                limit,
+            ).alias(f"keys_{i}")
             for i, table in enumerate(self.tables)
             if len(table.key) == 1
         ]
@@ -228,16 +234,23 @@ def _key_of(index: int, key: str) -> Column:
 def _target_keys(table: TableSchema, index: int, summary: Row) -> Column:
     """A target-only predicate naming the batch's keys: their list when short, else their range.
 
-    The values are literals (never SQL text), which Delta uses to skip files by statistics.
+    The values are typed literals (never SQL text; see `typemap.exact_key`), which Delta uses to
+    skip files by statistics.
     """
     keys = summary[f"keys_{index}"] if len(table.key) == 1 else None
     if keys is not None and len(keys) <= MERGE_KEY_LIST_LIMIT:
-        return F.col(f"t.`{table.key[0]}`").isin(keys)
+        kind = _key_type(table, table.key[0])
+        return F.col(f"t.`{table.key[0]}`").isin([key_literal(k, kind) for k in keys])
     within = F.lit(True)
     for j, k in enumerate(table.key):
-        bounds = summary[f"lo_{index}_{j}"], summary[f"hi_{index}_{j}"]
-        within = within & F.col(f"t.`{k}`").between(*bounds)
+        kind = _key_type(table, k)
+        low, high = (key_literal(summary[f"{e}_{index}_{j}"], kind) for e in ("lo", "hi"))
+        within = within & F.col(f"t.`{k}`").between(low, high)
     return within
+
+
+def _key_type(table: TableSchema, key: str) -> T.DataType:
+    return spark_schema(table)[key].dataType
 
 
 def _timed(step: Callable[..., None], *args: Any) -> float:

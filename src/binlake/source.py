@@ -17,6 +17,7 @@ import pymysql
 import pymysql.connections
 import pymysql.cursors
 
+from binlake.charsets import charmap
 from binlake.config import Config, SourceConfig
 from binlake.errors import SourceError
 from binlake.offsets import BinlogOffset
@@ -28,6 +29,8 @@ ER_BAD_DB = 1049
 ER_SPECIFIC_ACCESS_DENIED = 1227
 ER_TABLEACCESS_DENIED = 1142
 CR_CONNECTION_ERROR = 2003
+
+_FLOATING = {"float", "double", "real"}
 
 
 def quote(identifier: str) -> str:
@@ -169,10 +172,12 @@ class Column:
     datetime_precision: int | None = None
     charset: str | None = None
     collation: str | None = None
+    #: Single-byte charsets: the server's decoding of each byte (`binlake.charsets`).
+    charmap: str | None = None
 
     @property
     def unsigned(self) -> bool:
-        return "unsigned" in self.column_type
+        return "unsigned" in self.column_type.lower()
 
 
 @dataclass(frozen=True)
@@ -259,13 +264,15 @@ def load_schema(
         Column(
             name=r[0],
             data_type=r[1].lower(),
-            column_type=r[2].lower(),
+            # As written: ENUM/SET members keep their case ('New' is not 'new').
+            column_type=r[2],
             nullable=r[3] == "YES",
             precision=r[4],
             scale=r[5],
             datetime_precision=r[6],
             charset=r[7],
             collation=r[8],
+            charmap=charmap(conn, r[7]),
         )
         for r in query(
             conn,
@@ -293,13 +300,102 @@ def load_schema(
             f"snapshot.split_keys.{table} names column {configured!r}, which {database}.{table} "
             f"does not have (columns: {', '.join(names)})"
         )
-    if not primary and configured is None:
-        raise SourceError(
-            f"table {database}.{table} has no primary key: set snapshot.split_keys.{table} "
-            "to a unique, non-null column"
-        )
-    split = configured or primary[0]
+    if primary:
+        split = configured or primary[0]
+        _check_split_in_primary_key(database, table, split, primary)
+    else:
+        unique = _unique_not_null_columns(conn, database, table, columns)
+        if configured is None:
+            raise SourceError(
+                f"table {database}.{table} has no primary key: set snapshot.split_keys.{table} "
+                f"to a unique, non-null column ({_candidates(unique)})"
+            )
+        split = configured
+        _check_split_identifies_rows(database, table, columns, split, unique)
+    _check_split_exact(database, table, columns, split, primary)
     return TableSchema(database, table, columns, primary or (split,), split)
+
+
+def _unique_not_null_columns(
+    conn: pymysql.Connection, database: str, table: str, columns: tuple[Column, ...]
+) -> list[str]:
+    """Columns that alone identify a row: NOT NULL, with a single-column UNIQUE index."""
+    indexed = {
+        r[0]
+        for r in query(
+            conn,
+            "SELECT MAX(column_name) FROM information_schema.statistics "
+            "WHERE table_schema = %s AND table_name = %s AND non_unique = 0 "
+            "GROUP BY index_name HAVING COUNT(*) = 1",
+            (database, table),
+        )
+    }
+    return [c.name for c in columns if c.name in indexed and not c.nullable]
+
+
+def _candidates(unique: list[str]) -> str:
+    if not unique:
+        return "it has none: add a NOT NULL column with a UNIQUE index, or a primary key"
+    return f"candidates: {', '.join(unique)}"
+
+
+def _check_split_in_primary_key(
+    database: str, table: str, split: str, primary: tuple[str, ...]
+) -> None:
+    """The replay identifies rows by the primary key, and a range over one of its columns puts
+    each row in exactly one chunk. A range over another column does not: an update moving a row
+    between chunks keeps its key, so one chunk loses it or two chunks hold it."""
+    if split not in primary:
+        raise SourceError(
+            f"snapshot.split_keys.{table} names {split!r}, which is not in the primary key of "
+            f"{database}.{table} ({', '.join(primary)}): binlake identifies its rows by the "
+            "primary key and must split it by one of those columns. Name a primary-key column "
+            f"there, or remove the entry to split by {primary[0]!r}"
+        )
+
+
+def _check_split_identifies_rows(
+    database: str, table: str, columns: tuple[Column, ...], split: str, unique: list[str]
+) -> None:
+    """Without a primary key the split key is the row key: a NULL falls in no chunk's range and
+    a repeated value makes two rows one key, so it must be NOT NULL and UNIQUE on its own."""
+    if split in unique:
+        return
+    others = _candidates([c for c in unique if c != split])
+    needed = "binlake needs a NOT NULL column with a single-column UNIQUE index there"
+    if next(c for c in columns if c.name == split).nullable:
+        raise SourceError(
+            f"snapshot.split_keys.{table} names {split!r}, which is nullable in "
+            f"{database}.{table}: rows holding NULL there would be lost. {needed}: declare "
+            f"{split!r} NOT NULL, or name another column ({others})"
+        )
+    raise SourceError(
+        f"snapshot.split_keys.{table} names {split!r}, which has no single-column UNIQUE index "
+        f"in {database}.{table}: rows sharing a value would be merged into one. {needed}: add "
+        f"UNIQUE ({split}), or name another column ({others})"
+    )
+
+
+def _check_split_exact(
+    database: str, table: str, columns: tuple[Column, ...], split: str, primary: tuple[str, ...]
+) -> None:
+    """FLOAT and DOUBLE values do not survive the round trip exactly (the server prints them
+    rounded, the binlog carries their bits): chunk bounds and row keys would not compare equal."""
+    column = next(c for c in columns if c.name == split)
+    if column.data_type not in _FLOATING:
+        return
+    others = [c.name for c in columns if c.name in primary and c.data_type not in _FLOATING]
+    if others:
+        advice = f"set snapshot.split_keys.{table} to a primary-key column of another type"
+        advice += f" ({', '.join(others)})"
+    elif primary:
+        advice = "its primary key has no other column to split by: leave it out of source.tables"
+    else:
+        advice = f"set snapshot.split_keys.{table} to a unique NOT NULL column of an exact type"
+    raise SourceError(
+        f"the split key {split!r} of {database}.{table} is {column.column_type}, a "
+        f"floating-point type whose values do not compare exactly: {advice}"
+    )
 
 
 def discover(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
@@ -324,7 +420,8 @@ def _variable(conn: pymysql.Connection, name: str) -> str | None:
 
 
 def check_binlog_settings(conn: pymysql.Connection) -> None:
-    """log_bin on, ROW format, FULL row image: each failure names the setting to change."""
+    """log_bin on, ROW format, FULL row image, and no row events the binlog reader cannot read:
+    each failure names the setting to change."""
     expected = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
     for name, want in expected.items():
         found = _variable(conn, name)
@@ -335,6 +432,59 @@ def check_binlog_settings(conn: pymysql.Connection) -> None:
                 f"the source has {name}={found or 'unset'}; binlake needs {name}={want} "
                 "(set it in the server's config and restart it)"
             )
+    for name, (want, what) in _UNREADABLE_EVENTS.items():
+        found = _variable(conn, name)
+        if found is not None and found.upper() != want:
+            wanted = want or "''"
+            raise SourceError(
+                f"the source has {name}={found}: {what}, which binlake's binlog reader cannot "
+                f"decode and would skip, losing those changes; binlake needs {name}={wanted} "
+                "(set it in the server's config and restart it)"
+            )
+
+
+#: Settings under which the server logs row events python-mysql-replication skips without a
+#: word (absent on the other server family: fine). Sessions may still set the MySQL ones; the
+#: binlog reader stops on such events when it meets them.
+_UNREADABLE_EVENTS = {
+    "log_bin_compress": ("OFF", "MariaDB compresses its row events"),
+    "binlog_transaction_compression": ("OFF", "MySQL compresses whole transactions"),
+    "binlog_row_value_options": ("", "MySQL logs partial updates of JSON values"),
+}
+
+
+def snapshot_offset(status: Iterable[tuple[Any, Any]]) -> BinlogOffset | None:
+    """The binlog position of the current consistent snapshot, from the rows of `SHOW STATUS LIKE
+    'binlog_snapshot_%'` (named `Binlog_snapshot_file` and `Binlog_snapshot_position`). MariaDB
+    and Percona Server report it; MySQL has no such variables (None), nor a server with its
+    binlog off (an empty file name)."""
+    values = {_text(name).lower(): value for name, value in status}
+    file, pos = values.get("binlog_snapshot_file"), values.get("binlog_snapshot_position")
+    return BinlogOffset(_text(file), int(pos)) if file and pos is not None else None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def reports_snapshot_offset(conn: pymysql.Connection) -> bool:
+    return snapshot_offset(query(conn, "SHOW STATUS LIKE 'binlog_snapshot_%%'")) is not None
+
+
+def check_low_watermark(conn: pymysql.Connection) -> None:
+    """A chunk's low watermark must be at or before its read view (see chunk_reader): exact where
+    the server reports the snapshot's binlog position, through GTIDs where it does not (MySQL),
+    and without either nothing bounds it short of locking the server."""
+    if reports_snapshot_offset(conn):
+        return
+    mode = _variable(conn, "gtid_mode")
+    if (mode or "").upper() != "ON":
+        raise SourceError(
+            f"the source reports no binlog_snapshot_position (MySQL) and has gtid_mode="
+            f"{mode or 'unset'}: without a snapshot position binlake needs gtid_mode=ON to place "
+            "each chunk's low watermark at or before its read view (set gtid_mode=ON and "
+            "enforce_gtid_consistency=ON in the server's config and restart it)"
+        )
 
 
 def check_privileges(conn: pymysql.Connection, tables: list[TableSchema]) -> None:
@@ -364,6 +514,7 @@ def validate(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
     """Check everything the snapshot and the stream rely on, before any work starts."""
     check_binlog_settings(conn)
     current_offset(conn)
+    check_low_watermark(conn)
     tables = discover(conn, config)
     if not tables:
         raise SourceError(f"database {config.source.database!r} has no tables to capture")

@@ -28,8 +28,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 
 from binlake.binlog import read_changes
 from binlake.changes import RowChange, split_key_change
-from binlake.chunks import ChunkRange, decode_key, encode_key
-from binlake.collation import CollationOrder
+from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
 from binlake.config import SourceConfig
 from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
@@ -82,7 +81,7 @@ class ChunkMarks:
             tuple((h.file, h.pos) for h in hws),
         )
 
-    def watermarks(self, order: CollationOrder | None) -> TableWatermarks:
+    def watermarks(self, order: SortKey | None) -> TableWatermarks:
         return TableWatermarks(
             tuple(ChunkRange(decode_key(s), decode_key(e)) for s, e in self.ranges),
             tuple(BinlogOffset(f, p) for f, p in self.high_watermarks),

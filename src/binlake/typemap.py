@@ -1,11 +1,11 @@
-"""MySQL types to Spark types, and one value normaliser per column for both read paths.
+"""The value model: how each MySQL/MariaDB column lands in Delta, for both read paths.
 
-The snapshot reads values through PyMySQL's text protocol; the binlog path decodes row images with
-python-mysql-replication. They disagree in the small print (BIT is bytes in one and a '0101'
-string in the other, a SET a comma string or a Python set, an unsigned BIGINT negative when the
-binlog lacks signedness metadata, BINARY(n) padded or stripped, TIMESTAMP naive in the session's
-zone). Every value from either path goes through the same `Normalizer`, so a value lands in Delta
-identically whichever path brought it.
+This module owns every decision about values: the Spark type of each column, the expression the
+snapshot SELECTs it with, the normaliser that turns a driver's (or the binlog decoder's) value
+into the value that lands, and the exact literal of a landed key value. The snapshot reads values
+through the text protocol (MySQLdb, session in UTC and utf8mb4); `row_images` decodes binlog row
+images to the same values. A value lands identically whichever path brought it; the README's type
+table lists the mapping and the reason for each choice.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from binlake.source import Column, TableSchema
+from binlake.source import Column, TableSchema, quote
 
 Normalizer = Callable[[Any], Any]
 
@@ -72,6 +74,19 @@ def map_column(column: Column) -> ColumnMapping:
     return ColumnMapping(column.name, spark, _arrow_type(spark), _null_safe(normalize), native)
 
 
+def select_expression(column: Column) -> str:
+    """How the snapshot SELECTs `column` so that the exact stored value comes back.
+
+    FLOAT through the text protocol is rendered with 6 significant digits (123456.789 reads as
+    123457) while the binlog carries the stored float32; as DOUBLE the server sends the float32
+    value exactly (123456.7890625), which Arrow's float32 then holds without loss.
+    """
+    name = quote(column.name)
+    if column.data_type == "float":
+        return f"CAST({name} AS DOUBLE) AS {name}"
+    return name
+
+
 def map_table(table: TableSchema) -> tuple[ColumnMapping, ...]:
     return tuple(map_column(c) for c in table.columns)
 
@@ -101,7 +116,7 @@ def _spark_and_normalizer(column: Column) -> tuple[T.DataType, Normalizer]:
     if kind in ("double", "real"):
         return T.DoubleType(), float
     if kind == "bit":
-        return T.LongType(), _bit
+        return _bit(bit_width(column))
     if kind == "year":
         return T.IntegerType(), int
     if kind == "date":
@@ -117,7 +132,7 @@ def _spark_and_normalizer(column: Column) -> tuple[T.DataType, Normalizer]:
     if kind == "set":
         return T.StringType(), _set_text(enum_values(column.column_type))
     if kind == "json":
-        return T.StringType(), _json_text
+        return T.StringType(), json_text
     if kind in _STRING_TYPES:
         return T.StringType(), _text
     if kind in _BINARY_TYPES:
@@ -150,16 +165,27 @@ def _decimal_text(value: Any) -> str:
     return format(_to_decimal(value), "f")
 
 
-def _bit(value: Any) -> int:
-    """BIT(n) as a long; BIT(64) values with the top bit set wrap to negative (two's complement),
-    so all 64 bits survive in Spark's signed long."""
-    if isinstance(value, bytes | bytearray):
-        number = int.from_bytes(value, "big")
-    elif isinstance(value, str):  # python-mysql-replication: '0101'
-        number = int(value, 2) if value else 0
-    else:
-        number = int(value)
-    return number - (1 << 64) if number >= 1 << 63 else number
+def bit_width(column: Column) -> int:
+    """n of BIT(n) (BIT alone is BIT(1))."""
+    return _declared_length(column.column_type)
+
+
+def _bit(width: int) -> tuple[T.DataType, Normalizer]:
+    """BIT(1) is a flag: boolean (as Debezium and Flink CDC map it). BIT(2..63) fits a long;
+    BIT(64) lands as DECIMAL(20,0), like BIGINT UNSIGNED, so no value wraps to negative."""
+
+    def number(value: Any) -> int:
+        if isinstance(value, bytes | bytearray):
+            return int.from_bytes(value, "big")
+        if isinstance(value, str):  # python-mysql-replication's '0101'
+            return int(value, 2) if value else 0
+        return int(value)
+
+    if width == 1:
+        return T.BooleanType(), lambda v: bool(number(v))
+    if width == 64:
+        return T.DecimalType(20, 0), lambda v: Decimal(number(v))
+    return T.LongType(), number
 
 
 def _date(value: Any) -> date | None:
@@ -214,7 +240,7 @@ def _set_text(members: list[str]) -> Normalizer:
     return render
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     """JSON as text. MariaDB's JSON is LONGTEXT (text on both paths); MySQL's binary JSON arrives
     from the binlog as Python objects (strings as bytes), rendered here the way MySQL renders
     JSON: `", "` and `": "` separators, decimals as written."""
@@ -261,6 +287,7 @@ def _arrow_type(spark: T.DataType) -> pa.DataType:
     if isinstance(spark, T.DecimalType):
         return pa.decimal128(spark.precision, spark.scale)
     simple: dict[type, pa.DataType] = {
+        T.BooleanType: pa.bool_(),
         T.IntegerType: pa.int32(),
         T.LongType: pa.int64(),
         T.FloatType: pa.float32(),
@@ -272,3 +299,48 @@ def _arrow_type(spark: T.DataType) -> pa.DataType:
         T.TimestampType: pa.timestamp("us", tz="UTC"),
     }
     return simple[type(spark)]
+
+
+def exact_key(value: SparkColumn, spark: T.DataType) -> SparkColumn:
+    """A key expression whose collected value converts back to the same literal (`key_literal`).
+
+    Collecting a TIMESTAMP gives a naive datetime in the Python process's local zone (ambiguous
+    in a DST fall-back hour), and a naive datetime literal is read back as local time even for a
+    TIMESTAMP_NTZ column: under `TZ=Europe/Paris` keys would shift by hours and a MERGE pruned by
+    them would miss its rows. Instants travel as epoch microseconds, NTZ values as their text.
+    """
+    if isinstance(spark, T.TimestampType):
+        return F.unix_micros(value)
+    if isinstance(spark, T.TimestampNTZType):
+        return value.cast(T.StringType())
+    return value
+
+
+def key_literal(value: Any, spark: T.DataType) -> SparkColumn:
+    """The literal of a value collected through `exact_key`, typed exactly as the column."""
+    if value is None:
+        return F.lit(None).cast(spark)
+    if isinstance(spark, T.TimestampType):
+        return F.timestamp_micros(F.lit(value))
+    if isinstance(spark, T.TimestampNTZType):
+        return F.lit(value).cast(spark)
+    return F.lit(value)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitKey:
+    """How a split column is compared in SQL, so that chunk bounds mean the same to the server
+    as to the chunk membership test in Python (`planner.key_order`)."""
+
+    sql: str  # the expression the chunk SELECTs and the split queries compare and order by
+    normalize: Normalizer  # a value of `sql` as the driver returns it → a chunk bound
+    integral: bool  # the even (arithmetic) split applies
+
+
+def split_key(column: Column) -> SplitKey:
+    """ENUM orders by member index (`ORDER BY`) but compares with a string as text, so a split
+    over its text would not terminate or would misplace rows: its bounds are member indexes."""
+    name = quote(column.name)
+    if column.data_type == "enum":
+        return SplitKey(f"({name} + 0)", int, True)
+    return SplitKey(name, map_column(column).normalize, column.data_type in _INT_BITS)

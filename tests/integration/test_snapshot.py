@@ -389,6 +389,44 @@ _BAD_INPUTS = {
         SourceError,
         ["split_keys", "nope", "does not have"],
     ),
+    # A configured split key must identify rows: NULLs fall in no chunk, a repeated value is
+    # one key for two rows, and with a primary key the replay identifies rows by that key.
+    "split_key_nullable": (
+        "CREATE TABLE t (a INT NULL, b INT, UNIQUE KEY (a))",
+        {"snapshot": {"split_keys": {"t": "a"}}},
+        SourceError,
+        ["snapshot.split_keys.t", "'a'", "nullable", "NOT NULL", "UNIQUE"],
+    ),
+    "split_key_not_unique": (
+        "CREATE TABLE t (a INT NOT NULL, b INT NOT NULL, KEY (a), UNIQUE KEY (b))",
+        {"snapshot": {"split_keys": {"t": "a"}}},
+        SourceError,
+        ["snapshot.split_keys.t", "'a'", "no single-column UNIQUE index", "candidates: b"],
+    ),
+    "split_key_only_part_of_a_unique_index": (
+        "CREATE TABLE t (a INT NOT NULL, b INT NOT NULL, UNIQUE KEY (a, b))",
+        {"snapshot": {"split_keys": {"t": "a"}}},
+        SourceError,
+        ["snapshot.split_keys.t", "'a'", "no single-column UNIQUE index"],
+    ),
+    "split_key_outside_primary_key": (
+        "CREATE TABLE t (id INT PRIMARY KEY, a INT NOT NULL, UNIQUE KEY (a))",
+        {"snapshot": {"split_keys": {"t": "a"}}},
+        SourceError,
+        ["snapshot.split_keys.t", "'a'", "not in the primary key", "id"],
+    ),
+    "split_key_double": (
+        "CREATE TABLE t (f DOUBLE NOT NULL, b INT, UNIQUE KEY (f))",
+        {"snapshot": {"split_keys": {"t": "f"}}},
+        SourceError,
+        ["split key", "'f'", "double", "floating-point", "snapshot.split_keys.t"],
+    ),
+    "float_primary_key": (
+        "CREATE TABLE t (f FLOAT NOT NULL, n INT NOT NULL, PRIMARY KEY (f, n))",
+        {},
+        SourceError,
+        ["split key", "'f'", "float", "snapshot.split_keys.t", "(n)"],
+    ),
 }
 
 
@@ -547,4 +585,29 @@ def test_table_without_primary_key_uses_configured_split_key(
     assert {c.split_column for c in chunks} == {"event_id"}
     with connect(db_env) as conn:
         oracle = Oracle.load(conn, database, "audit_log", {"audit_log": "event_id"})
+    assert_bronze_equals_source(spark, db_env, config, oracle)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. A primary-key table split by a primary-key column other than the first
+
+
+def test_primary_key_table_split_by_another_primary_key_column(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any
+) -> None:
+    sql(
+        "CREATE TABLE shipments (order_id INT NOT NULL, line_no INT NOT NULL, sku VARCHAR(20), "
+        "PRIMARY KEY (order_id, line_no))"
+    )
+    sql(
+        f"INSERT INTO shipments WITH RECURSIVE {_SEQ} "
+        "SELECT n DIV 50, n MOD 50, CONCAT('sku-', n) FROM seq WHERE n < 500"
+    )
+    config = make_config(snapshot={"split_keys": {"shipments": "line_no"}, "chunk_size": 100})
+    assert run_snapshot(spark, config).rows == 500
+    chunks = Ledger(spark, _ledger_path(config)).chunks()
+    assert len(chunks) >= 4 and {c.split_column for c in chunks} == {"line_no"}
+    with connect(db_env) as conn:
+        oracle = Oracle.load(conn, database, "shipments", {"shipments": "line_no"})
+    assert oracle.schema.key == ("order_id", "line_no")
     assert_bronze_equals_source(spark, db_env, config, oracle)

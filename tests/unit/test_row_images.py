@@ -17,7 +17,6 @@ from binlake.row_images import (
     NEWDECIMAL,
     TIME2,
     VARCHAR,
-    UnsupportedLayout,
     decode_images,
     image_decoder,
 )
@@ -33,6 +32,7 @@ class Mapped:
     precision: int = 0
     decimals: int = 0
     fsp: int = 0
+    length_size: int = 0
 
 
 def table(*columns: Column) -> TableSchema:
@@ -121,8 +121,19 @@ def test_changed_layout_and_unsupported_encodings_are_refused() -> None:
         image_decoder(schema, [Mapped(VARCHAR, 40)])  # VARCHAR where the schema says INT
     with pytest.raises(SourceError, match="2 columns in the binlog"):
         image_decoder(schema, [Mapped(LONG), Mapped(LONG)])
-    with pytest.raises(UnsupportedLayout):
-        image_decoder(table(Column("j", "json", "json", False)), [Mapped(245)])  # MySQL JSON
+    renamed = Mapped(LONG)
+    renamed.name = "other"  # type: ignore[attr-defined]  # names logged (row metadata FULL)
+    with pytest.raises(SourceError, match="named 'other' in the binlog"):
+        image_decoder(schema, [renamed])
+
+
+def test_mysql_binary_json_decodes_to_mysql_text() -> None:
+    """MySQL's binary JSON {"a": 1}: a small object, one key entry, one inline int16 value."""
+    document = bytes([0x00]) + struct.pack("<HHHHBH", 1, 12, 11, 1, 0x05, 1) + b"a"
+    schema = table(Column("j", "json", "json", False))
+    decode = image_decoder(schema, [Mapped(245, length_size=4)])
+    image = b"\x00" + struct.pack("<I", len(document)) + document
+    assert list(decode_images(decode, image)) == [('{"a": 1}',)]
 
 
 def test_null_in_a_not_null_column_is_a_schema_change_not_a_misread() -> None:

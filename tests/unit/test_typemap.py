@@ -83,19 +83,19 @@ def test_bit_wider_than_a_byte() -> None:
     assert_same_landing(column("bit", "bit(9)"), b"\x01\x00", "100000000", 256)
 
 
-def test_bit_zero() -> None:
-    assert_same_landing(column("bit", "bit(1)"), b"\x00", "0", 0)
+def test_bit_1_is_a_boolean() -> None:
+    assert map_column(column("bit", "bit(1)")).spark == T.BooleanType()
+    assert_same_landing(column("bit", "bit(1)"), b"\x00", "0", False)
+    assert_same_landing(column("bit", "bit(1)"), b"\x01", "1", True)
 
 
-def test_bit_64_with_the_high_bit_set_fits_a_spark_long() -> None:
-    """BUG: BIT(64) maps to LongType (signed 64-bit) but b'\\xff' * 8 (and the binlog's '1' * 64)
-    normalise to 18446744073709551615, which Arrow/Spark cannot hold (OverflowError). Expected:
-    the same 64 bits as a long, i.e. two's complement -1 (or a binary/decimal column type)."""
+def test_bit_64_with_the_high_bit_set_lands_unsigned() -> None:
+    """BIT(64) lands as DECIMAL(20,0) like BIGINT UNSIGNED: no value wraps to negative."""
     col = column("bit", "bit(64)")
     mapping = map_column(col)
-    from_snapshot, from_binlog = mapping.normalize(b"\xff" * 8), mapping.normalize("1" * 64)
-    assert from_snapshot == from_binlog
-    pa.array([from_snapshot, from_binlog], mapping.arrow)  # must not overflow
+    assert mapping.spark == T.DecimalType(20, 0)
+    assert_same_landing(col, b"\xff" * 8, "1" * 64, Decimal(2**64 - 1))
+    pa.array([mapping.normalize(b"\x80" + b"\x00" * 7)], mapping.arrow)  # fits
 
 
 # -- SET / ENUM / strings ----------------------------------------------------------------------

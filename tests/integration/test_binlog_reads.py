@@ -1,0 +1,114 @@
+"""A binlog read reaches its stop offset or fails, and never drops an event it cannot decode."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from binlake import binlog
+from binlake.binlog import read_changes
+from binlake.changes import Op
+from binlake.errors import SourceError
+from binlake.offsets import BinlogOffset
+from binlake.source import connection, current_offset, load_schema
+
+from .replay import connect
+
+pytestmark = pytest.mark.integration
+
+
+def _schema_and_head(source: Any, database: str, table: str) -> tuple[Any, BinlogOffset]:
+    with connection(source) as conn:
+        return load_schema(conn, database, table, {}), current_offset(conn)
+
+
+@pytest.fixture
+def short_deadline(monkeypatch: pytest.MonkeyPatch) -> float:
+    monkeypatch.setattr(binlog, "READ_DEADLINE_S", 2.0)
+    return 2.0
+
+
+def _source(make_config: Callable[..., Any], db_env: dict[str, str]) -> Any:
+    config = make_config()
+    password = db_env["BINLAKE_SOURCE_PASSWORD"]
+    return config.source.model_copy(update={"password": SecretStr(password)}), config
+
+
+def test_read_stops_at_its_stop_offset(
+    sql: Callable[..., Any], make_config: Callable[..., Any], db_env: dict[str, str], database: str
+) -> None:
+    sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    source, config = _source(make_config, db_env)
+    table, start = _schema_and_head(source, database, "t")
+    sql("INSERT INTO t VALUES (1, 1)")
+    sql("INSERT INTO t VALUES (2, 2)")
+    _, stop = _schema_and_head(source, database, "t")
+    sql("DELETE FROM t WHERE id = 2")  # after stop: not read
+    changes = list(read_changes(source, config.source.server_id_range[0], [table], start, stop))
+    assert [(c.op, c.after) for c in changes] == [(Op.INSERT, (1, 1)), (Op.INSERT, (2, 2))]
+
+
+def test_read_waits_until_the_binlog_passes_its_stop_offset(
+    short_deadline: float,
+    sql: Callable[..., Any],
+    make_config: Callable[..., Any],
+    db_env: dict[str, str],
+    database: str,
+) -> None:
+    """The binlog served ends before the stop offset (a server serves only what it has synced):
+    the read keeps reading until the binlog passes it, instead of returning early."""
+    sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    source, config = _source(make_config, db_env)
+    table, start = _schema_and_head(source, database, "t")
+    sql("INSERT INTO t VALUES (1, 1)")
+    _, head = _schema_and_head(source, database, "t")
+    stop = BinlogOffset(head.file, head.pos + 1)  # inside the next transaction
+    late = threading.Timer(0.5, lambda: sql("INSERT INTO t VALUES (2, 2)"))
+    late.start()
+    started = time.monotonic()
+    changes = list(read_changes(source, config.source.server_id_range[0], [table], start, stop))
+    late.join()
+    assert time.monotonic() - started >= 0.5
+    assert [(c.op, c.after) for c in changes] == [(Op.INSERT, (1, 1))]
+
+
+def test_read_that_cannot_reach_its_stop_offset_fails(
+    short_deadline: float,
+    sql: Callable[..., Any],
+    make_config: Callable[..., Any],
+    db_env: dict[str, str],
+    database: str,
+) -> None:
+    """Never a silent early end: a stop the binlog does not reach within the deadline fails."""
+    sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    source, config = _source(make_config, db_env)
+    table, start = _schema_and_head(source, database, "t")
+    sql("INSERT INTO t VALUES (1, 1)")
+    # A thousand files ahead: however far the shared server's binlog rotates meanwhile.
+    prefix, sequence = start.file.rsplit(".", 1)
+    stop = BinlogOffset(f"{prefix}.{int(sequence) + 1000:0{len(sequence)}d}", 4)
+    with pytest.raises(SourceError, match="before its stop offset"):
+        list(read_changes(source, config.source.server_id_range[0], [table], start, stop))
+
+
+def test_compressed_events_met_while_reading_stop_the_read(
+    private_mariadb: Callable[..., Any], make_private_config: Callable[..., Any]
+) -> None:
+    """log_bin_compress turned on after validation: the library would skip the compressed rows
+    events silently; the read stops with the setting's name instead."""
+    server = private_mariadb({"log_bin_compress": "OFF", "log_bin_compress_min_len": "10"})
+    with connect(server.db_env) as conn, conn.cursor() as cur:
+        cur.execute("CREATE DATABASE shop")
+        cur.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(200))")
+    config = make_private_config(server, "shop")
+    table, start = _schema_and_head(config.source, "shop", "t")
+    with connect(server.db_env) as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL log_bin_compress = ON")
+        cur.execute("INSERT INTO shop.t VALUES (1, REPEAT('x', 150))")
+    with pytest.raises(SourceError, match="log_bin_compress"):
+        list(read_changes(config.source, config.source.server_id_range[0], [table], start))
