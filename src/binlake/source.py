@@ -519,4 +519,12 @@ def validate(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
     if not tables:
         raise SourceError(f"database {config.source.database!r} has no tables to capture")
     check_privileges(conn, tables)
+    # Imported here: the value model builds on this module's Column/TableSchema.
+    from binlake.typemap import map_table
+
+    for table in tables:
+        try:
+            map_table(table)
+        except SourceError as exc:
+            raise SourceError(f"table {table.qualified}: {exc}") from None
     return tables

@@ -23,6 +23,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from binlake.errors import SourceError
 from binlake.source import Column, TableSchema, quote
 
 Normalizer = Callable[[Any], Any]
@@ -139,7 +140,10 @@ def _spark_and_normalizer(column: Column) -> tuple[T.DataType, Normalizer]:
         if kind == "binary":
             return T.BinaryType(), _padded_binary(_declared_length(column.column_type))
         return T.BinaryType(), _bytes
-    raise ValueError(f"column {column.name!r} has unsupported type {column.column_type!r}")
+    raise SourceError(
+        f"column {column.name!r} has type {column.column_type}, which binlake cannot land yet: "
+        "leave its table out of source.tables"
+    )
 
 
 def _integer(column: Column) -> tuple[T.DataType, Normalizer]:

@@ -427,6 +427,12 @@ _BAD_INPUTS = {
         SourceError,
         ["split key", "'f'", "float", "snapshot.split_keys.t", "(n)"],
     ),
+    "unsupported_column_type": (
+        "CREATE TABLE t (id INT PRIMARY KEY, u UUID)",
+        {},
+        SourceError,
+        ["t", "'u'", "uuid", "source.tables"],
+    ),
 }
 
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
+from binlake.errors import SourceError
 from binlake.source import Column
 from binlake.typemap import map_column
 
@@ -345,5 +346,5 @@ def test_mapping_keeps_the_column_name() -> None:
 
 
 def test_unsupported_type_is_refused_naming_the_column() -> None:
-    with pytest.raises(ValueError, match=r"'c'.*'vector'"):
+    with pytest.raises(SourceError, match=r"'c'.*vector.*source.tables"):
         map_column(column("vector"))
