@@ -43,7 +43,7 @@ _LAYOUT_ATTRIBUTES = (
     "name", "max_length", "length_size", "fsp", "precision", "decimals", "bytes", "size",
 )  # fmt: skip
 #: Event types the library cannot decode and would drop silently, and the setting behind each.
-_UNREADABLE_EVENTS = {
+_UNREADABLE_EVENT_TYPES = {
     **dict.fromkeys(range(165, 172), "log_bin_compress=ON (MariaDB compressed events)"),
     40: "binlog_transaction_compression=ON (MySQL transaction payloads)",
     39: "binlog_row_value_options=PARTIAL_JSON (MySQL partial JSON updates)",
@@ -149,25 +149,24 @@ def read_changes(
     """Row changes of `tables` with positions in `(start, stop]`, in binlog order.
 
     With a `stop`, the read reaches `stop` or fails: a server serves only the binlog bytes it
-    has synced, and a connection can drop, so a read that ends early is resumed from the last
-    transaction boundary it passed (changes already yielded are not yielded again) until `stop`
-    is reached or `READ_DEADLINE_S` passes without progress. Without a `stop`, non-blocking reads
-    end at the binlog's current end and blocking reads wait for new events.
+    has synced, and a connection can drop, so a read that ends early is resumed where it ended
+    until `stop` is reached or `READ_DEADLINE_S` passes without progress. Without a `stop`,
+    non-blocking reads end at the binlog's current end and blocking reads wait for new events.
     """
     reader = _Reader(source, server_id, tables, start, stop)
     deadline = time.monotonic() + READ_DEADLINE_S
     while True:
-        before = reader.boundary, reader.reached
+        before = reader.reached
         try:
             yield from reader.read(blocking)
         except pymysql.err.OperationalError as exc:
             if exc.args and exc.args[0] in _TRANSIENT and time.monotonic() < deadline:
-                log.warning("binlog read from %s interrupted (%s); resuming", reader.boundary, exc)
+                log.warning("binlog read from %s interrupted (%s); resuming", reader.reached, exc)
                 continue
-            raise _replication_error(exc, reader.boundary, server_id) from None
+            raise _replication_error(exc, reader.reached, server_id) from None
         if reader.done:
             return
-        if (reader.boundary, reader.reached) != before:
+        if reader.reached != before:
             deadline = time.monotonic() + READ_DEADLINE_S
         elif time.monotonic() >= deadline:
             raise SourceError(
@@ -179,18 +178,23 @@ def read_changes(
 
 
 READ_DEADLINE_S = 30.0
-#: Transaction ends mark where a retry may resume; unknown and partial events are read so that
-#: an event the library cannot decode stops the read instead of vanishing.
+#: XIDs end most transactions, so a read stops right at its stop offset; unknown and partial
+#: events are read so that an event the library cannot decode stops the read, not vanishes.
 _READ_EVENTS = [
-    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
-    NotImplementedEvent, PartialUpdateRowsEvent,
+    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, NotImplementedEvent,
+    PartialUpdateRowsEvent,
 ]  # fmt: skip
 #: Connection errors a binlog read resumes from (lost, gone away, cannot connect yet).
 _TRANSIENT = {2003, 2006, 2013}
 
 
 class _Reader:
-    """One positioned read of the binlog, resumable at its last transaction boundary."""
+    """One positioned read of the binlog, resumable where it ended.
+
+    A resumed read starts at the end of the last event read, possibly inside a transaction,
+    with the table maps read so far: a table id names the same layout throughout one binlog
+    file, as python-mysql-replication itself assumes when it reconnects.
+    """
 
     def __init__(
         self,
@@ -203,39 +207,38 @@ class _Reader:
         self.source, self.server_id, self.start, self.stop = source, server_id, start, stop
         self.database = tables[0].database
         self.decoders = {t.name: _TableDecoder(t) for t in tables}
-        self.boundary = start  # the last transaction boundary read: where a retry resumes
-        self.reached = start  # the end of the last event read
-        self.emitted: BinlogOffset | None = None  # the last rows event whose changes left
+        self.reached = start  # the end of the last event read: where a retry resumes
+        self.table_map: dict[int, Any] = {}
         self.done = False
 
     def read(self, blocking: bool) -> Iterator[RowChange]:
         stream = _open(
             self.source,
             self.server_id,
-            self.boundary,
+            self.reached,
             blocking=blocking,
             only_events=_READ_EVENTS,
             only_schemas=[self.database],
             only_tables=sorted(self.decoders),
             filter_non_implemented_events=False,
         )
+        stream.table_map = self.table_map
         try:
             for event in stream:
                 offset = BinlogOffset(stream.log_file, stream.log_pos)
                 self.reached = offset
                 if self.stop is not None and offset > self.stop:
                     break
-                if isinstance(event, RowsEvent) and not isinstance(event, PartialUpdateRowsEvent):
-                    yield from self._changes(event, offset)
-                elif _ends_transaction(event):
-                    self.boundary = offset
-                else:
+                if isinstance(event, NotImplementedEvent | PartialUpdateRowsEvent):
                     _refuse_unreadable(event)
+                elif isinstance(event, RowsEvent):
+                    yield from self._changes(event, offset)
                 if offset == self.stop:
                     break
             else:
                 self.reached = max(self.reached, BinlogOffset(stream.log_file, stream.log_pos))
         finally:
+            self.table_map = stream.table_map
             stream.close()
         self.done = self.stop is None or self.reached >= self.stop
 
@@ -243,9 +246,6 @@ class _Reader:
         decoder = self.decoders.get(event.table)
         if offset <= self.start or event.schema != self.database or decoder is None:
             return
-        if self.emitted is not None and offset <= self.emitted:
-            return  # already yielded before a resume
-        self.emitted = offset
         images = decoder.images(event)
         qualified, ts = decoder.table.qualified, event.timestamp
         if isinstance(event, UpdateRowsEvent):
@@ -268,7 +268,7 @@ class _Reader:
 def _refuse_unreadable(event: Any) -> None:
     """Stop at an event python-mysql-replication cannot decode (it would drop it silently)."""
     kind = event.packet.event_type
-    setting = _UNREADABLE_EVENTS.get(kind)
+    setting = _UNREADABLE_EVENT_TYPES.get(kind)
     if setting is not None:
         raise SourceError(
             f"the source wrote a binlog event binlake cannot read (type {kind}, from "

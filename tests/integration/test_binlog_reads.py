@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -33,67 +34,73 @@ def short_deadline(monkeypatch: pytest.MonkeyPatch) -> float:
     return 2.0
 
 
-def _source(make_config: Callable[..., Any], db_env: dict[str, str]) -> Any:
-    config = make_config()
-    password = db_env["BINLAKE_SOURCE_PASSWORD"]
-    return config.source.model_copy(update={"password": SecretStr(password)}), config
+@dataclass
+class Captured:
+    """Table `t` of the test's database, and a binlog reader of it."""
+
+    source: Any
+    server_id: int
+    table: Any
+
+    def head(self) -> BinlogOffset:
+        with connection(self.source) as conn:
+            return current_offset(conn)
+
+    def read(self, start: BinlogOffset, stop: BinlogOffset) -> list[tuple[Op, Any]]:
+        changes = read_changes(self.source, self.server_id, [self.table], start, stop)
+        return [(c.op, c.after) for c in changes]
 
 
-def test_read_stops_at_its_stop_offset(
+@pytest.fixture
+def captured(
     sql: Callable[..., Any], make_config: Callable[..., Any], db_env: dict[str, str], database: str
-) -> None:
+) -> Captured:
     sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-    source, config = _source(make_config, db_env)
-    table, start = _schema_and_head(source, database, "t")
+    config = make_config()
+    password = SecretStr(db_env["BINLAKE_SOURCE_PASSWORD"])
+    source = config.source.model_copy(update={"password": password})
+    table, _ = _schema_and_head(source, database, "t")
+    return Captured(source, config.source.server_id_range[0], table)
+
+
+def test_read_stops_at_its_stop_offset(captured: Captured, sql: Callable[..., Any]) -> None:
+    start = captured.head()
     sql("INSERT INTO t VALUES (1, 1)")
     sql("INSERT INTO t VALUES (2, 2)")
-    _, stop = _schema_and_head(source, database, "t")
+    stop = captured.head()
     sql("DELETE FROM t WHERE id = 2")  # after stop: not read
-    changes = list(read_changes(source, config.source.server_id_range[0], [table], start, stop))
-    assert [(c.op, c.after) for c in changes] == [(Op.INSERT, (1, 1)), (Op.INSERT, (2, 2))]
+    assert captured.read(start, stop) == [(Op.INSERT, (1, 1)), (Op.INSERT, (2, 2))]
 
 
 def test_read_waits_until_the_binlog_passes_its_stop_offset(
-    short_deadline: float,
-    sql: Callable[..., Any],
-    make_config: Callable[..., Any],
-    db_env: dict[str, str],
-    database: str,
+    short_deadline: float, captured: Captured, sql: Callable[..., Any]
 ) -> None:
     """The binlog served ends before the stop offset (a server serves only what it has synced):
     the read keeps reading until the binlog passes it, instead of returning early."""
-    sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-    source, config = _source(make_config, db_env)
-    table, start = _schema_and_head(source, database, "t")
+    start = captured.head()
     sql("INSERT INTO t VALUES (1, 1)")
-    _, head = _schema_and_head(source, database, "t")
+    head = captured.head()
     stop = BinlogOffset(head.file, head.pos + 1)  # inside the next transaction
     late = threading.Timer(0.5, lambda: sql("INSERT INTO t VALUES (2, 2)"))
     late.start()
     started = time.monotonic()
-    changes = list(read_changes(source, config.source.server_id_range[0], [table], start, stop))
+    changes = captured.read(start, stop)
     late.join()
     assert time.monotonic() - started >= 0.5
-    assert [(c.op, c.after) for c in changes] == [(Op.INSERT, (1, 1))]
+    assert changes == [(Op.INSERT, (1, 1))]
 
 
 def test_read_that_cannot_reach_its_stop_offset_fails(
-    short_deadline: float,
-    sql: Callable[..., Any],
-    make_config: Callable[..., Any],
-    db_env: dict[str, str],
-    database: str,
+    short_deadline: float, captured: Captured, sql: Callable[..., Any]
 ) -> None:
     """Never a silent early end: a stop the binlog does not reach within the deadline fails."""
-    sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-    source, config = _source(make_config, db_env)
-    table, start = _schema_and_head(source, database, "t")
+    start = captured.head()
     sql("INSERT INTO t VALUES (1, 1)")
     # A thousand files ahead: however far the shared server's binlog rotates meanwhile.
     prefix, sequence = start.file.rsplit(".", 1)
     stop = BinlogOffset(f"{prefix}.{int(sequence) + 1000:0{len(sequence)}d}", 4)
     with pytest.raises(SourceError, match="before its stop offset"):
-        list(read_changes(source, config.source.server_id_range[0], [table], start, stop))
+        captured.read(start, stop)
 
 
 def test_compressed_events_met_while_reading_stop_the_read(
