@@ -21,14 +21,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from ipaddress import IPv6Address
 from typing import Any
+from uuid import UUID
 
 from pymysqlreplication.json_binary import parse_json
 
 from binlake.charsets import text_codec
 from binlake.errors import SourceError
 from binlake.source import Column, TableSchema
-from binlake.typemap import enum_values, json_text, map_column
+from binlake.typemap import ADDRESS_TYPES, enum_values, json_text, map_column
 
 Row = tuple[Any, ...]
 ImageDecoder = Callable[[bytes, int], tuple[Row, int]]
@@ -68,7 +70,7 @@ _DATA_TYPES: dict[int, frozenset[str]] = {
     TIME: frozenset({"time"}),
     JSON: frozenset({"json"}),
     VARCHAR: frozenset({"varchar", "varbinary"}),
-    STRING: frozenset({"char", "binary"}),
+    STRING: frozenset({"char", "binary", *ADDRESS_TYPES}),
     ENUM: frozenset({"enum"}),
     SET: frozenset({"set"}),
     BIT: frozenset({"bit"}),
@@ -165,6 +167,8 @@ def _code(table: TableSchema, column: Column, mapped: Any) -> _Code:
         return _fixed_helper(mapped.size, member)
     if kind == JSON:
         return _blob(mapped.length_size, _json)
+    if column.data_type in ADDRESS_TYPES:
+        return _blob(1, _address_text(column.data_type, mapped.max_length))
     if kind in (VARCHAR, STRING):
         return _string(column, 2 if mapped.max_length > 255 else 1)
     return _string(column, mapped.length_size)  # BLOB, TEXT, GEOMETRY: length_size-byte length
@@ -429,6 +433,31 @@ def _json(raw: bytes) -> str:
     """MySQL's binary JSON (MariaDB's JSON is LONGTEXT and never gets here), rendered as MySQL
     renders JSON text; an empty value is the JSON null literal."""
     return json_text(parse_json(raw[0], raw[1:])) if raw else "null"
+
+
+def _address_text(kind: str, size: int) -> Callable[[bytes], str]:
+    """MariaDB's INET4/INET6/UUID: the binlog holds the value's bytes with trailing zero bytes
+    stripped (as for BINARY(n)); they land as the text the server prints."""
+    render = {"inet4": _inet4, "inet6": _inet6, "uuid": _uuid}[kind]
+    return lambda raw: render(raw.ljust(size, b"\x00"))
+
+
+def _inet4(raw: bytes) -> str:
+    return ".".join(str(b) for b in raw)
+
+
+def _inet6(raw: bytes) -> str:
+    """As MariaDB prints it: IPv4-mapped `::ffff:a.b.c.d` and IPv4-compatible `::a.b.c.d` (not
+    `::` or `::1`) keep the dotted quad; the rest is RFC 5952's form."""
+    if raw[:10] == bytes(10) and raw[10:12] == b"\xff\xff":
+        return "::ffff:" + _inet4(raw[12:])
+    if raw[:12] == bytes(12) and int.from_bytes(raw[12:], "big") > 1:
+        return "::" + _inet4(raw[12:])
+    return str(IPv6Address(raw))
+
+
+def _uuid(raw: bytes) -> str:
+    return str(UUID(bytes=raw))
 
 
 def _datetime_legacy(buf: bytes, pos: int) -> datetime | None:

@@ -31,6 +31,8 @@ ER_TABLEACCESS_DENIED = 1142
 CR_CONNECTION_ERROR = 2003
 
 _FLOATING = {"float", "double", "real"}
+#: MariaDB types whose order is not the order of their text (the value's landed form).
+_UNORDERED = {"inet4", "inet6", "uuid"}
 
 
 def quote(identifier: str) -> str:
@@ -382,6 +384,12 @@ def _check_split_exact(
     """FLOAT and DOUBLE values do not survive the round trip exactly (the server prints them
     rounded, the binlog carries their bits): chunk bounds and row keys would not compare equal."""
     column = next(c for c in columns if c.name == split)
+    if column.data_type in _UNORDERED:
+        raise SourceError(
+            f"the split key {split!r} of {database}.{table} is {column.column_type}, which the "
+            "server orders by its binary form, not by the text binlake lands: set "
+            f"snapshot.split_keys.{table} to another unique NOT NULL or primary-key column"
+        )
     if column.data_type not in _FLOATING:
         return
     others = [c.name for c in columns if c.name in primary and c.data_type not in _FLOATING]

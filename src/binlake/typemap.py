@@ -36,6 +36,8 @@ _BINARY_TYPES = {
     "geometrycollection",
 }  # fmt: skip
 _MAX_SPARK_DECIMAL = 38
+#: MariaDB's fixed-size binary types that the server prints as text; they land as that text.
+ADDRESS_TYPES = frozenset({"inet4", "inet6", "uuid"})
 # Types whose snapshot values (MySQLdb/PyMySQL) are exactly their normalised values.
 _ARROW_NATIVE = {
     *_INT_BITS, "decimal", "float", "double", "real", "year", "date", "datetime", "timestamp",
@@ -134,7 +136,7 @@ def _spark_and_normalizer(column: Column) -> tuple[T.DataType, Normalizer]:
         return T.StringType(), _set_text(enum_values(column.column_type))
     if kind == "json":
         return T.StringType(), json_text
-    if kind in _STRING_TYPES:
+    if kind in _STRING_TYPES or kind in ADDRESS_TYPES:
         return T.StringType(), _text
     if kind in _BINARY_TYPES:
         if kind == "binary":

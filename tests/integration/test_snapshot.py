@@ -427,11 +427,11 @@ _BAD_INPUTS = {
         SourceError,
         ["split key", "'f'", "float", "snapshot.split_keys.t", "(n)"],
     ),
-    "unsupported_column_type": (
-        "CREATE TABLE t (id INT PRIMARY KEY, u UUID)",
+    "uuid_split_key": (
+        "CREATE TABLE t (u UUID NOT NULL PRIMARY KEY, v INT)",
         {},
         SourceError,
-        ["t", "'u'", "uuid", "source.tables"],
+        ["split key", "'u'", "uuid", "binary form", "snapshot.split_keys.t"],
     ),
 }
 
