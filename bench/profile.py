@@ -135,12 +135,11 @@ class _Reports(list):
 
 def stream_work(spec: Any, start: Any, end: Any, limit: int):
     """Consume the stream reader's `read` over (start, end] until `limit` changes came out."""
-    from binlake.stream_source import BinlogRange, BinlogStreamReader
+    from binlake.stream_source import BinlogStreamReader
 
     def work() -> int:
         reader = BinlogStreamReader(spec)
-        part = BinlogRange(start.file, start.pos, end.file, end.pos)
-        batches = reader.read(part)
+        batches = reader.read(spec.plan(start, end))
         rows = 0
         try:
             for batch in batches:

@@ -508,8 +508,7 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     from binlake.ledger import Ledger
     from binlake.snapshot import ledger_path, with_resolved_password
     from binlake.source import connection, validate
-    from binlake.stream import chunk_marks
-    from binlake.stream_source import StreamSpec
+    from binlake.stream import chunk_marks, stream_spec
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
@@ -530,7 +529,7 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     )
     marks = chunk_marks(tables, Ledger(spark, ledger_path(config)).chunks())
     start, end = offsets
-    spec = StreamSpec("bench_profile", source, SERVER_IDS[0] + 60, tuple(tables), start, marks)
+    spec = stream_spec(config, source, start, marks, name="bench_profile")
     limit = env_int("BENCH_PROFILE_CHANGES", 60_000)
     say(f"profile: stream reader's read over the burst's binlog, first {limit:,} changes")
     text2, sum2 = profile(

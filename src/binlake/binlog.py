@@ -29,6 +29,7 @@ from binlake.config import SourceConfig
 from binlake.errors import BinlogPurgedError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
+from binlake.schema_history import SchemaChange, SchemaTracker
 from binlake.source import Connection, TableSchema, binlog_files, connection
 
 log = logging.getLogger(__name__)
@@ -146,14 +147,40 @@ def read_changes(
     stop: BinlogOffset | None = None,
     blocking: bool = False,
 ) -> Iterator[RowChange]:
-    """Row changes of `tables` with positions in `(start, stop]`, in binlog order.
+    """Row changes of `tables` with positions in `(start, stop]`, in binlog order (the tables'
+    schemas must not change in that range: the snapshot's windows)."""
+    for change in _read(_Reader(source, server_id, tables, start, stop), blocking):
+        assert isinstance(change, RowChange)
+        yield change
+
+
+def follow_changes(
+    source: SourceConfig,
+    server_id: int,
+    tracker: SchemaTracker,
+    start: BinlogOffset,
+    stop: BinlogOffset,
+    floors: dict[str, BinlogOffset],
+) -> Iterator[RowChange | SchemaChange]:
+    """Row changes of the tracker's tables and their schema changes in `(start, stop]`, in binlog
+    order, each row decoded with the schema in force at its position (the stream's read).
+
+    Rows of a table at or before its floor (every chunk's high watermark already holds them)
+    are skipped undecoded: they may predate the schema its snapshot read.
+    """
+    reader = _Reader(source, server_id, [], start, stop, tracker, floors)
+    yield from _read(reader, blocking=False)
+
+
+def _read(reader: _Reader, blocking: bool) -> Iterator[RowChange | SchemaChange]:
+    """Run `reader` to its stop offset, resuming it after dropped connections.
 
     With a `stop`, the read reaches `stop` or fails: a server serves only the binlog bytes it
     has synced, and a connection can drop, so a read that ends early is resumed where it ended
     until `stop` is reached or `READ_DEADLINE_S` passes without progress. Without a `stop`,
     non-blocking reads end at the binlog's current end and blocking reads wait for new events.
     """
-    reader = _Reader(source, server_id, tables, start, stop)
+    stop = reader.stop
     deadline = time.monotonic() + READ_DEADLINE_S
     while True:
         before = reader.reached
@@ -163,7 +190,7 @@ def read_changes(
             if exc.args and exc.args[0] in _TRANSIENT and time.monotonic() < deadline:
                 log.warning("binlog read from %s interrupted (%s); resuming", reader.reached, exc)
                 continue
-            raise _replication_error(exc, reader.reached, server_id) from None
+            raise _replication_error(exc, reader.reached, reader.server_id) from None
         if reader.done:
             return
         if reader.reached != before:
@@ -184,6 +211,8 @@ _READ_EVENTS = [
     WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, NotImplementedEvent,
     PartialUpdateRowsEvent,
 ]  # fmt: skip
+#: A schema-following read also reads DDL (QUERY events; BEGIN is one too, and is skipped).
+_FOLLOW_EVENTS = [*_READ_EVENTS, QueryEvent]
 #: Connection errors a binlog read resumes from (lost, gone away, cannot connect yet).
 _TRANSIENT = {2003, 2006, 2013}
 
@@ -203,23 +232,33 @@ class _Reader:
         tables: list[TableSchema],
         start: BinlogOffset,
         stop: BinlogOffset | None,
+        tracker: SchemaTracker | None = None,
+        floors: dict[str, BinlogOffset] | None = None,
     ) -> None:
         self.source, self.server_id, self.start, self.stop = source, server_id, start, stop
-        self.database = tables[0].database
+        self.tracker = tracker
+        self.floors = floors or {}
+        if tracker is not None:
+            self.database = tracker.database
+            tables = list(tracker.captured().values())
+        else:
+            self.database = tables[0].database
         self.decoders = {t.name: _TableDecoder(t) for t in tables}
         self.reached = start  # the end of the last event read: where a retry resumes
         self.table_map: dict[int, Any] = {}
         self.done = False
 
-    def read(self, blocking: bool) -> Iterator[RowChange]:
+    def read(self, blocking: bool) -> Iterator[RowChange | SchemaChange]:
+        following = self.tracker is not None
         stream = _open(
             self.source,
             self.server_id,
             self.reached,
             blocking=blocking,
-            only_events=_READ_EVENTS,
+            only_events=_FOLLOW_EVENTS if following else _READ_EVENTS,
             only_schemas=[self.database],
-            only_tables=sorted(self.decoders),
+            # A schema-following read meets tables created later: it filters rows itself.
+            only_tables=None if following else sorted(self.decoders),
             filter_non_implemented_events=False,
         )
         stream.table_map = self.table_map
@@ -231,6 +270,8 @@ class _Reader:
                     break
                 if isinstance(event, NotImplementedEvent | PartialUpdateRowsEvent):
                     _refuse_unreadable(event)
+                elif isinstance(event, QueryEvent):
+                    yield from self._schema_changes(event, offset)
                 elif isinstance(event, RowsEvent):
                     yield from self._changes(event, offset)
                 if offset == self.stop:
@@ -242,27 +283,43 @@ class _Reader:
             stream.close()
         self.done = self.stop is None or self.reached >= self.stop
 
+    def _schema_changes(self, event: QueryEvent, offset: BinlogOffset) -> Iterator[SchemaChange]:
+        if self.tracker is None or offset <= self.start or event.query == "BEGIN":
+            return
+        default = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
+        for change in self.tracker.on_statement(event.query, default, offset):
+            name = change.table.split(".", 1)[1]
+            if change.after is None:
+                self.decoders.pop(name, None)
+            else:
+                self.decoders[name] = _TableDecoder(change.after)
+            floor = self.floors.get(change.table)
+            if floor is None or offset > floor:
+                yield change
+
     def _changes(self, event: RowsEvent, offset: BinlogOffset) -> Iterator[RowChange]:
         decoder = self.decoders.get(event.table)
         if offset <= self.start or event.schema != self.database or decoder is None:
             return
+        table = decoder.table
+        floor = self.floors.get(table.qualified)
+        if floor is not None and offset <= floor:
+            return
         images = decoder.images(event)
-        qualified, ts = decoder.table.qualified, event.timestamp
+        qualified, ts = table.qualified, event.timestamp
         if isinstance(event, UpdateRowsEvent):
             for index in range(len(images) // 2):
                 before, after = images[2 * index], images[2 * index + 1]
                 position = ChangePosition(offset, index)
-                yield RowChange(qualified, Op.UPDATE, position, before, after, ts)
+                yield RowChange(qualified, Op.UPDATE, position, before, after, ts, table)
         elif isinstance(event, WriteRowsEvent):
             for index, image in enumerate(images):
-                yield RowChange(
-                    qualified, Op.INSERT, ChangePosition(offset, index), None, image, ts
-                )
+                position = ChangePosition(offset, index)
+                yield RowChange(qualified, Op.INSERT, position, None, image, ts, table)
         else:
             for index, image in enumerate(images):
-                yield RowChange(
-                    qualified, Op.DELETE, ChangePosition(offset, index), image, None, ts
-                )
+                position = ChangePosition(offset, index)
+                yield RowChange(qualified, Op.DELETE, position, image, None, ts, table)
 
 
 def _refuse_unreadable(event: Any) -> None:

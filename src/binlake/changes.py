@@ -11,9 +11,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from binlake.offsets import ChangePosition
+
+if TYPE_CHECKING:
+    from binlake.source import TableSchema
 
 Row = tuple[Any, ...]
 RowKey = tuple[Any, ...]
@@ -34,6 +37,8 @@ class RowChange:
     before: Row | None
     after: Row | None
     timestamp: int = 0  # the event's commit time, epoch seconds
+    #: The schema the images were decoded with (the one in force at the change's position).
+    schema: TableSchema | None = None
 
     @property
     def image(self) -> Row:

@@ -51,7 +51,22 @@ def build_parser() -> argparse.ArgumentParser:
         )
         return sub
 
-    command("snapshot", "bronze snapshot: plan chunks, read them lock-free, write bronze")
+    snapshot = command(
+        "snapshot", "bronze snapshot: plan chunks, read them lock-free, write bronze"
+    )
+    snapshot.add_argument(
+        "--tables",
+        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
+        action="extend",
+        metavar="T[,T...]",
+        help="only these captured tables (repeatable or comma-separated)",
+    )
+    snapshot.add_argument(
+        "--reset",
+        action="store_true",
+        help="with --tables: forget their snapshot, silver and changelog and snapshot them "
+        "again while the stream keeps applying the other tables",
+    )
     stream = command("stream", "silver stream: tail the binlog and MERGE into silver")
     stream.add_argument(
         "--available-now", action="store_true", help="catch up to the binlog head, then stop"
@@ -77,13 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from binlake.bundle.cli import main as bundle_main
 
             return bundle_main(args.bundle_args)
+        if args.command == "snapshot" and args.reset and not args.tables:
+            raise ConfigError("--reset needs --tables naming the tables to snapshot again")
         config = config_from_args(args)
         from binlake import jobs
         from binlake.spark import get_or_create
 
         spark = get_or_create()
         if args.command == "snapshot":
-            jobs.snapshot(spark, config)
+            jobs.snapshot(spark, config, args.tables, args.reset)
         elif args.command == "stream":
             jobs.stream(spark, config, available_now=args.available_now)
         elif args.command == "run":

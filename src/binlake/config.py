@@ -122,6 +122,10 @@ class StreamConfig(_Section):
     startup_timestamp: datetime | None = None
     trigger_interval: str = "5s"
     job_name: str = "silver"
+    #: What a DDL on a captured table does to silver: `lenient` keeps every column (a dropped
+    #: column reads NULL from then on, a renamed one is added under its new name), `evolve`
+    #: mirrors the source's columns, `stop` stops the stream before the DDL.
+    schema_changes: Literal["evolve", "lenient", "stop"] = "lenient"
 
     @field_validator("trigger_interval")
     @classmethod

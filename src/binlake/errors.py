@@ -27,3 +27,8 @@ class SnapshotIncompleteError(BinlakeError):
 
 class LedgerError(BinlakeError):
     """The chunk ledger disagrees with the configuration (for example a changed split key)."""
+
+
+class SchemaChangeError(BinlakeError):
+    """The stream stopped before a DDL: `stream.schema_changes: stop`, or a change silver cannot
+    follow (a new row key, a narrowed or incompatible column type)."""

@@ -15,9 +15,12 @@ from binlake.stream import StreamSummary, run_stream
 from binlake.verify import render_report, verify_silver
 
 
-def snapshot(spark: SparkSession, config: Config) -> SnapshotSummary:
-    """Bronze snapshot task: plan, read and commit every pending chunk (a no-op when done)."""
-    return run_snapshot(spark, config)
+def snapshot(
+    spark: SparkSession, config: Config, tables: list[str] | None = None, reset: bool = False
+) -> SnapshotSummary:
+    """Bronze snapshot task: plan, read and commit every pending chunk (a no-op when done);
+    `tables` limits it to those tables, `reset` snapshots them again from scratch."""
+    return run_snapshot(spark, config, tables, reset)
 
 
 def stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.chunks import ChunkRange, decode_key, encode_key
@@ -117,6 +118,11 @@ class Ledger:
             self.path
         )
         return states
+
+    def forget(self, table: str) -> None:
+        """Remove a table's plan (it is planned and read again)."""
+        if self.exists():
+            self._table().delete(F.col("table") == table)
 
     def mark_finished(self, results: Iterable[ChunkResult]) -> None:
         """One MERGE that marks the chunks finished with their watermarks and row counts."""

@@ -1,20 +1,19 @@
 """Silver: the live mirror of each source table, kept by one Delta MERGE per table per batch.
 
-Per micro-batch and table: the filtered changes are appended to the bronze changelog, collapsed
-to the last change of each key by binlog position, and merged into silver (delete → delete,
-insert/update → upsert). Silver keeps `_binlake_offset`, the position of the change that last
-wrote each row, and every MERGE clause requires the incoming change to be newer, so replaying a
-batch after a crash changes nothing; the changelog append is made idempotent by Delta's
-`txnAppId`/`txnVersion`. Silver has Change Data Feed on: its CDF is the table's changelog for
-downstream jobs.
+Per micro-batch and table: the filtered changes are typed against silver's columns, appended to
+the bronze changelog, collapsed to the last change of each key by binlog position, and merged
+into silver (delete → delete, insert/update → upsert). Silver keeps `_binlake_offset`, the
+position of the change that last wrote each row, and every MERGE clause requires the incoming
+change to be newer, so replaying a batch after a crash changes nothing; the changelog append is
+made idempotent by Delta's `txnAppId`/`txnVersion`. Silver has Change Data Feed on: its CDF is
+the table's changelog for downstream jobs.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -22,11 +21,11 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from binlake.change_record import typed_image
 from binlake.config import Config
 from binlake.lake import table_exists
 from binlake.snapshot import bronze_path
 from binlake.source import TableSchema
-from binlake.stream_source import after_column, before_column
 from binlake.typemap import exact_key, key_literal, spark_schema
 
 log = logging.getLogger(__name__)
@@ -95,126 +94,110 @@ def ensure_silver(
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
 
 
-class SilverWriter:
-    """The `foreachBatch` sink: per table, a changelog append and one MERGE, run concurrently.
+def data_columns(spark: SparkSession, path: str) -> T.StructType:
+    """Silver's data columns (its schema without `_binlake_offset`)."""
+    schema = DeltaTable.forPath(spark, path).toDF().schema
+    return T.StructType([f for f in schema.fields if f.name != OFFSET_COLUMN])
 
-    A batch's fixed cost is what a user waits for on every commit, so it is kept to one small
-    aggregate (per-table counts, key ranges, short key lists) plus the two Delta commits,
-    submitted side by side: they read the same cached batch and neither depends on the other
-    (each is idempotent on its own). The MERGE condition names the batch's keys (their list, or
-    their range) as a target-only predicate, so Delta skips the silver files that cannot hold
-    them instead of scanning the whole table for a few changed rows.
+
+def typed_changes(changes: DataFrame, columns: T.StructType) -> DataFrame:
+    """Change records with their images typed as `columns` (see `change_record`)."""
+    return changes.select(
+        "_op", "_offset", "_file", "_pos", "_row", "_ts",
+        typed_image(F.col("_before"), columns).alias("_before"),
+        typed_image(F.col("_after"), columns).alias("_after"),
+    )  # fmt: skip
+
+
+class TableApply:
+    """One table's rows of a batch (or of a segment between two DDLs): changelog, then MERGE.
+
+    The changelog append is idempotent by Delta's `txnAppId`/`txnVersion` (`app`, `version`);
+    the MERGE by the offsets it compares. Its fixed cost is one small aggregate (the count, key
+    range and, for a single-column key, the key list) plus the two commits. The MERGE condition
+    names the batch's keys (their list, or their range) as a target-only predicate, so Delta
+    skips the silver files that cannot hold them instead of scanning the whole table.
     """
 
-    def __init__(self, config: Config, tables: Sequence[TableSchema], job: str) -> None:
+    def __init__(self, config: Config, table: TableSchema, columns: T.StructType) -> None:
         self.config = config
-        self.tables = tuple(tables)
-        self.job = job
+        self.table = table
+        self.columns = columns
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
-        batch = batch.persist()
-        try:
-            summary = self._summary(batch)
-            read = time.monotonic() - started
-            work = [
-                (step, table, index, summary[table.qualified])
-                for index, table in enumerate(self.tables)
-                if table.qualified in summary
-                for step in (self._append_changelog, self._merge)
-            ]
-            with ThreadPoolExecutor(max_workers=max(len(work), 1)) as pool:
-                timings = list(
-                    pool.map(lambda w: _timed(w[0], batch, w[1], w[2], w[3], batch_id), work)
-                )
-            if summary:
-                steps = ", ".join(
-                    f"{table.qualified} {step.__name__.strip('_')} {seconds:.1f} s"
-                    for (step, table, _, _), seconds in zip(work, timings, strict=True)
-                )
-                counts = ", ".join(f"{t} {s['count']}" for t, s in sorted(summary.items()))
-                log.info(
-                    "batch %d applied in %.1f s: changes %s; read %.1f s, %s",
-                    batch_id, time.monotonic() - started, counts, read, steps,
-                )  # fmt: skip
-        finally:
-            batch.unpersist()
+    def __call__(self, changes: DataFrame, app: str, version: int) -> int:
+        typed = typed_changes(changes, self.columns)
+        summary = self._summary(typed)
+        if not summary["count"]:
+            return 0
+        self._append_changelog(typed, app, version)
+        self._merge(typed, summary)
+        return int(summary["count"])
 
-    def _summary(self, batch: DataFrame) -> dict[str, Row]:
-        """Per table in the batch: its change count, the min/max of each key column and (for a
-        single-column key) its distinct keys, up to one past `MERGE_KEY_LIST_LIMIT`."""
+    def _key_type(self, key: str) -> T.DataType:
+        return self.columns[key].dataType
+
+    def _summary(self, typed: DataFrame) -> Row:
         limit = MERGE_KEY_LIST_LIMIT + 1
+        key = self.table.key
         bounds = [
-            exact_key(agg(_key_of(i, k)), _key_type(table, k)).alias(f"{name}_{i}_{j}")
-            for i, table in enumerate(self.tables)
-            for j, k in enumerate(table.key)
+            exact_key(agg(_key_of(k)), self._key_type(k)).alias(f"{name}_{j}")
+            for j, k in enumerate(key)
             for name, agg in (("lo", F.min), ("hi", F.max))
         ]
         # One key past the limit tells a list that fits from one that was cut short.
-        keys = [
-            F.slice(
-                F.array_distinct(
-                    F.collect_list(
-                        exact_key(_key_of(i, table.key[0]), _key_type(table, table.key[0]))
-                    )
-                ),
-                1,
-                limit,
-            ).alias(f"keys_{i}")
-            for i, table in enumerate(self.tables)
-            if len(table.key) == 1
-        ]
-        rows = (
-            batch.groupBy("_table").agg(F.count(F.lit(1)).alias("count"), *bounds, *keys).collect()
+        keys = (
+            [
+                F.slice(
+                    F.array_distinct(
+                        F.collect_list(exact_key(_key_of(key[0]), self._key_type(key[0])))
+                    ),
+                    1,
+                    limit,
+                ).alias("keys")
+            ]
+            if len(key) == 1
+            else []
         )
-        return {r["_table"]: r for r in rows}
+        return typed.agg(F.count(F.lit(1)).alias("count"), *bounds, *keys).collect()[0]
 
-    def _append_changelog(
-        self, batch: DataFrame, table: TableSchema, index: int, summary: Row, batch_id: int
-    ) -> None:
-        changes = batch.where(F.col("_table") == table.qualified)
+    def _append_changelog(self, typed: DataFrame, app: str, version: int) -> None:
         (
-            changes.select(
+            typed.select(
                 "_op",
                 F.col("_offset").alias(OFFSET_COLUMN),
                 "_file",
                 "_pos",
                 "_row",
                 F.timestamp_seconds("_ts").alias("_commit_ts"),
-                F.col(before_column(index)).alias("_before"),
-                F.col(after_column(index)).alias("_after"),
+                "_before",
+                "_after",
             )
             .write.format("delta")
             .mode("append")
-            .option("txnAppId", f"binlake-{self.job}-{table.qualified}")
-            .option("txnVersion", batch_id)
-            .save(changelog_path(self.config, table))
+            .option("mergeSchema", "true")
+            .option("txnAppId", app)
+            .option("txnVersion", version)
+            .save(changelog_path(self.config, self.table))
         )
 
-    def _merge(
-        self, batch: DataFrame, table: TableSchema, index: int, summary: Row, batch_id: int
-    ) -> None:
-        changes = batch.where(F.col("_table") == table.qualified)
-        before, after = before_column(index), after_column(index)
-        image = F.when(F.col("_op") == "delete", F.col(before)).otherwise(F.col(after))
-        flat = changes.select("_op", F.col("_offset").alias(OFFSET_COLUMN), image.alias("_image"))
-        flat = flat.select(
-            "_op", OFFSET_COLUMN, *[F.col(f"_image.`{c}`").alias(c) for c in table.column_names]
-        )
-        latest = Window.partitionBy(*[F.col(k) for k in table.key]).orderBy(
+    def _merge(self, typed: DataFrame, summary: Row) -> None:
+        image = F.when(F.col("_op") == "delete", F.col("_before")).otherwise(F.col("_after"))
+        names = self.columns.fieldNames()
+        flat = typed.select(
+            "_op", F.col("_offset").alias(OFFSET_COLUMN), image.alias("_image")
+        ).select("_op", OFFSET_COLUMN, *[F.col(f"_image.`{c}`").alias(c) for c in names])
+        latest = Window.partitionBy(*[F.col(f"`{k}`") for k in self.table.key]).orderBy(
             F.col(OFFSET_COLUMN).desc()
         )
         collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
         on = F.lit(True)
-        for k in table.key:
+        for k in self.table.key:
             on = on & (F.col(f"t.`{k}`") == F.col(f"s.`{k}`"))
-        on = on & _target_keys(table, index, summary)
-        values: dict[str, str | Column] = {
-            f"`{c}`": f"s.`{c}`" for c in (*table.column_names, OFFSET_COLUMN)
-        }
+        on = on & self._target_keys(summary)
+        values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in (*names, OFFSET_COLUMN)}
         newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
         (
-            DeltaTable.forPath(batch.sparkSession, silver_path(self.config, table))
+            DeltaTable.forPath(typed.sparkSession, silver_path(self.config, self.table))
             .alias("t")
             .merge(collapsed.alias("s"), on)
             .whenMatchedDelete(condition=f"s._op = 'delete' AND {newer}")
@@ -223,37 +206,29 @@ class SilverWriter:
             .execute()
         )
 
+    def _target_keys(self, summary: Row) -> Column:
+        """A target-only predicate naming the batch's keys: their list when short, else their
+        range. The values are typed literals (never SQL text; see `typemap.exact_key`), which
+        Delta uses to skip files by statistics."""
+        key = self.table.key
+        keys = summary["keys"] if len(key) == 1 else None
+        if keys is not None and len(keys) <= MERGE_KEY_LIST_LIMIT:
+            kind = self._key_type(key[0])
+            return F.col(f"t.`{key[0]}`").isin([key_literal(k, kind) for k in keys])
+        within = F.lit(True)
+        for j, k in enumerate(key):
+            kind = self._key_type(k)
+            low, high = (key_literal(summary[f"{e}_{j}"], kind) for e in ("lo", "hi"))
+            within = within & F.col(f"t.`{k}`").between(low, high)
+        return within
 
-def _key_of(index: int, key: str) -> Column:
+
+def _key_of(key: str) -> Column:
     """A change's key column value (after image; before image for deletes)."""
-    return F.coalesce(
-        F.col(f"{after_column(index)}.`{key}`"), F.col(f"{before_column(index)}.`{key}`")
-    )
+    return F.coalesce(F.col(f"_after.`{key}`"), F.col(f"_before.`{key}`"))
 
 
-def _target_keys(table: TableSchema, index: int, summary: Row) -> Column:
-    """A target-only predicate naming the batch's keys: their list when short, else their range.
-
-    The values are typed literals (never SQL text; see `typemap.exact_key`), which Delta uses to
-    skip files by statistics.
-    """
-    keys = summary[f"keys_{index}"] if len(table.key) == 1 else None
-    if keys is not None and len(keys) <= MERGE_KEY_LIST_LIMIT:
-        kind = _key_type(table, table.key[0])
-        return F.col(f"t.`{table.key[0]}`").isin([key_literal(k, kind) for k in keys])
-    within = F.lit(True)
-    for j, k in enumerate(table.key):
-        kind = _key_type(table, k)
-        low, high = (key_literal(summary[f"{e}_{index}_{j}"], kind) for e in ("lo", "hi"))
-        within = within & F.col(f"t.`{k}`").between(low, high)
-    return within
-
-
-def _key_type(table: TableSchema, key: str) -> T.DataType:
-    return spark_schema(table)[key].dataType
-
-
-def _timed(step: Callable[..., None], *args: Any) -> float:
+def timed(step: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     started = time.monotonic()
-    step(*args)
-    return time.monotonic() - started
+    result = step(*args)
+    return result, time.monotonic() - started

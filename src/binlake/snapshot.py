@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pymysql
@@ -28,10 +29,12 @@ from pyspark.sql import types as T
 from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
+from binlake.errors import ConfigError
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
-from binlake.source import TableSchema, connection, validate
+from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
+from binlake.source import TableSchema, connection, current_offset, validate
 from binlake.typemap import spark_schema
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,10 @@ def ledger_path(config: Config) -> str:
     return config.lake.path("_system", "chunks")
 
 
+def schema_history(config: Config) -> SchemaHistory:
+    return SchemaHistory(config.lake.path("_system", "schemas"))
+
+
 def bronze_schema(table: TableSchema) -> T.StructType:
     return T.StructType(spark_schema(table).fields + BRONZE_COLUMNS.fields)
 
@@ -77,14 +84,26 @@ class SnapshotSummary:
     seconds: float
 
 
-def run_snapshot(spark: SparkSession, config: Config) -> SnapshotSummary:
-    """Snapshot every captured table; resumes from the ledger and skips finished chunks."""
+def run_snapshot(
+    spark: SparkSession, config: Config, only: list[str] | None = None, reset: bool = False
+) -> SnapshotSummary:
+    """Snapshot the captured tables (or `only` these); resumes from the ledger and skips finished
+    chunks. With `reset`, the named tables are snapshotted again from scratch."""
     started = time.monotonic()
     source = with_resolved_password(config.source)
+    history = schema_history(config)
     with connection(source) as conn:
-        tables = validate(conn, config)
+        # Read before the schemas: a DDL after it is one the stream meets (schema_history).
+        schemas_at = current_offset(conn)
+        tables = _chosen(validate(conn, config), only)
         ledger = Ledger(spark, ledger_path(config))
+        if reset:
+            for table in tables:
+                reset_table(spark, config, ledger, table)
         plans = {t.qualified: _plan(conn, ledger, t, config) for t in tables}
+    for table in tables:
+        if reset or not history.entries(table.qualified):
+            history.reset(table.qualified, SchemaEntry(schemas_at, table))
     total = sum(len(p) for p in plans.values())
     done = sum(1 for p in plans.values() for c in p if c.finished)
     log.info("snapshot: %d tables, %d chunks, %d already finished", len(tables), total, done)
@@ -112,6 +131,43 @@ def run_snapshot(spark: SparkSession, config: Config) -> SnapshotSummary:
         summary.chunks, summary.chunks_read, summary.rows, summary.seconds,
     )  # fmt: skip
     return summary
+
+
+def _chosen(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:
+    """The captured tables `--tables` names (all of them without it)."""
+    if only is None:
+        return tables
+    by_name = {t.name: t for t in tables}
+    unknown = [n for n in only if n not in by_name]
+    if unknown:
+        raise ConfigError(
+            f"--tables names {', '.join(unknown)}, which source.tables does not capture "
+            f"(captured: {', '.join(sorted(by_name))})"
+        )
+    return [by_name[n] for n in only]
+
+
+def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: TableSchema) -> None:
+    """Forget a table's snapshot so it is read again: its ledger rows, bronze, silver and
+    changelog go, and every stream job stops applying it until the new snapshot finishes (then
+    the stream catches it up from the new high watermarks; see `sink.join_ready_tables`)."""
+    from binlake.lake import remove_table
+    from binlake.silver import changelog_path, silver_path
+
+    for registry in Path(config.lake.path("_system", "checkpoints")).glob("*/binlake-tables.json"):
+        joined = StreamTables(registry.as_posix())
+        tables = joined.read()
+        if table.qualified in tables:
+            del tables[table.qualified]
+            joined.write(tables)
+    ledger.forget(table.qualified)
+    for path in (
+        bronze_path(config, table),
+        silver_path(config, table),
+        changelog_path(config, table),
+    ):
+        remove_table(spark, path)
+    log.info("snapshot: %s reset; its snapshot starts again", table.qualified)
 
 
 def with_resolved_password(source: SourceConfig) -> SourceConfig:

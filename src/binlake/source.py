@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -176,6 +176,8 @@ class Column:
     collation: str | None = None
     #: Single-byte charsets: the server's decoding of each byte (`binlake.charsets`).
     charmap: str | None = None
+    #: COLUMN_DEFAULT as the server reports it (a literal, `NULL`, or an expression).
+    default: str | None = None
 
     @property
     def unsigned(self) -> bool:
@@ -224,6 +226,25 @@ class TableSchema:
     def split_index(self) -> int:
         return self.column_names.index(self.split_column)
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "database": self.database,
+            "name": self.name,
+            "columns": [asdict(c) for c in self.columns],
+            "key": list(self.key),
+            "split_column": self.split_column,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TableSchema:
+        return cls(
+            data["database"],
+            data["name"],
+            tuple(Column(**c) for c in data["columns"]),
+            tuple(data["key"]),
+            data["split_column"],
+        )
+
 
 def _table_names(conn: pymysql.Connection, database: str) -> list[str]:
     rows = query(
@@ -241,15 +262,7 @@ def select_tables(available: list[str], patterns: list[str] | None, database: st
         return list(available)
     chosen: list[str] = []
     for pattern in patterns:
-        if pattern in available:
-            matched = [pattern]
-        else:
-            try:
-                regex = re.compile(pattern)
-            except re.error:
-                matched = []
-            else:
-                matched = [t for t in available if regex.fullmatch(t)]
+        matched = [t for t in available if _matches(t, pattern)]
         if not matched:
             raise SourceError(
                 f"table {database}.{pattern} does not exist (no base table matches "
@@ -257,6 +270,20 @@ def select_tables(available: list[str], patterns: list[str] | None, database: st
             )
         chosen.extend(t for t in matched if t not in chosen)
     return chosen
+
+
+def _matches(table: str, pattern: str) -> bool:
+    if table == pattern:
+        return True
+    try:
+        return re.fullmatch(pattern, table) is not None
+    except re.error:
+        return False
+
+
+def captured_by(table: str, patterns: list[str] | None) -> bool:
+    """Whether `source.tables` captures a table of this name (e.g. one created later)."""
+    return patterns is None or any(_matches(table, p) for p in patterns)
 
 
 def load_schema(
@@ -275,11 +302,13 @@ def load_schema(
             charset=r[7],
             collation=r[8],
             charmap=charmap(conn, r[7]),
+            default=r[9],
         )
         for r in query(
             conn,
             "SELECT column_name, data_type, column_type, is_nullable, numeric_precision, "
-            "numeric_scale, datetime_precision, character_set_name, collation_name "
+            "numeric_scale, datetime_precision, character_set_name, collation_name, "
+            "column_default "
             "FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
             "ORDER BY ordinal_position",
             (database, table),
@@ -316,6 +345,19 @@ def load_schema(
         _check_split_identifies_rows(database, table, columns, split, unique)
     _check_split_exact(database, table, columns, split, primary)
     return TableSchema(database, table, columns, primary or (split,), split)
+
+
+def load_schema_if_exists(
+    conn: pymysql.Connection, database: str, table: str, split_keys: dict[str, str]
+) -> TableSchema | None:
+    """A table's schema as the stream captures it (None if the table does not exist now)."""
+    if table not in _table_names(conn, database):
+        return None
+    schema = load_schema(conn, database, table, split_keys)
+    from binlake.typemap import map_table  # the value model builds on this module
+
+    map_table(schema)  # refuses a column type binlake cannot land
+    return schema
 
 
 def _unique_not_null_columns(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,13 +18,16 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from binlake import errors
 from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
-from binlake.errors import SnapshotIncompleteError
+from binlake.errors import BinlakeError, SnapshotIncompleteError
 from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import BinlogOffset
-from binlake.silver import SilverWriter, ensure_silver
-from binlake.snapshot import ledger_path, with_resolved_password
+from binlake.schema_history import SchemaEntry, StreamTables
+from binlake.silver import ensure_silver
+from binlake.sink import BatchSink, join_ready_tables
+from binlake.snapshot import ledger_path, schema_history, with_resolved_password
 from binlake.source import TableSchema, connection, current_offset, validate
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
 
@@ -44,6 +48,34 @@ def checkpoint_offset(config: Config) -> BinlogOffset | None:
             source_offset = offsets.read_text().strip().splitlines()[-1]
             return BinlogOffset.from_dict(json.loads(source_offset))
     return None
+
+
+def stream_tables(config: Config, job: str | None = None) -> StreamTables:
+    """The tables stream job `job` applies (see `StreamTables`)."""
+    name = job or config.stream.job_name
+    return StreamTables(config.lake.path("_system", "checkpoints", name, "binlake-tables.json"))
+
+
+def stream_spec(
+    config: Config,
+    source: SourceConfig,
+    start: BinlogOffset,
+    marks: dict[str, ChunkMarks],
+    name: str | None = None,
+) -> StreamSpec:
+    """The stream reader's spec for this config's job (its query name unless `name`)."""
+    return StreamSpec(
+        name=name or f"binlake_binlog_{config.stream.job_name}",
+        source=source,
+        server_id=config.stream_server_id,
+        database=config.source.database,
+        patterns=tuple(config.source.tables) if config.source.tables is not None else None,
+        split_keys=dict(config.snapshot.split_keys),
+        start=start,
+        history_root=schema_history(config).root.as_posix(),
+        tables_path=stream_tables(config).path.as_posix(),
+        marks=marks,
+    )
 
 
 def _start_file(config: Config) -> Path:
@@ -114,25 +146,31 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     with connection(source) as conn:
         tables = validate(conn, config)
     initial = config.stream.startup_mode == "initial"
-    marks = chunk_marks(tables, Ledger(spark, ledger_path(config)).chunks()) if initial else {}
+    registry = stream_tables(config)
+    if not registry.exists():  # the job's first start: it applies every configured table
+        registry.write({t.qualified: None for t in tables})
+    joined = registry.read()
+    applied = [t for t in tables if t.qualified in joined]
+    chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
+    marks = chunk_marks(applied, chunks) if initial else {}
     resume = checkpoint_offset(config)
     start = resume or resolved_start(config, lambda: start_offset(config, source, marks))
     check_available(source, start)
-    for table in tables:
+    history = schema_history(config)
+    for table in applied:
         ensure_silver(spark, config, table, from_bronze=initial)
-    spec = StreamSpec(
-        name=f"binlake_binlog_{config.stream.job_name}",
-        source=source,
-        server_id=config.stream_server_id,
-        tables=tuple(tables),
-        start=start,
-        marks=marks,
-    )
+        if not history.entries(table.qualified):  # a lake from before the schema history
+            history.reset(table.qualified, SchemaEntry(start, table))
+    spec = stream_spec(config, source, start, marks)
+    by_name = {t.qualified: t for t in tables}
+    if initial:
+        join_ready_tables(spark, config, spec, by_name, start)
     spark.dataSource.register(binlog_source(spec))
+    sink = BatchSink(config, spec, tables, checkpoint_path(config))
     writer = (
         spark.readStream.format(spec.name)
         .load()
-        .writeStream.foreachBatch(SilverWriter(config, tables, config.stream.job_name))
+        .writeStream.foreachBatch(sink)
         .option("checkpointLocation", checkpoint_path(config))
         .queryName(config.stream.job_name)
     )
@@ -166,6 +204,21 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
                     progress["batchId"], rows, progress.get("processedRowsPerSecond") or 0.0,
                     progress["sources"][0].get("endOffset"),
                 )  # fmt: skip
-    if query.exception() is not None:
-        raise query.exception()  # type: ignore[misc]
+    failure = query.exception()
+    if failure is not None:
+        raise sink.failure or _binlake_error(str(failure)) or failure
     return StreamSummary(batches, changes, time.monotonic() - started)
+
+
+def _binlake_error(text: str) -> BinlakeError | None:
+    """The binlake error a failed query carries in its text (raised in a Spark task, it reaches
+    the driver as a Python traceback inside a Java exception), so the user reads that message,
+    not a plan dump."""
+    found = re.findall(r"binlake\.errors\.(\w+): (.*)", text)
+    if not found:
+        return None
+    name, message = found[-1]
+    kind = getattr(errors, name, None)
+    if isinstance(kind, type) and issubclass(kind, BinlakeError):
+        return kind(message.strip())
+    return None

@@ -2,19 +2,23 @@
 
 The stream's offset is the binlog offset `{"file", "pos"}`, always on a transaction boundary
 (`SHOW MASTER STATUS`), so Spark's checkpoint is where a restart resumes and a micro-batch never
-splits a transaction. Each micro-batch `(start, end]` is read by one task, which applies the
-high-watermark filter before anything leaves Python: changes a chunk already holds are dropped,
-key-changing updates are split into delete + insert and each side is judged by its own chunk.
+splits a transaction. Each micro-batch `(start, end]` is read by one task, which decodes every row
+with the schema in force at its position (`schema_history`) and applies the high-watermark filter
+before anything leaves Python: changes a chunk already holds are dropped, key-changing updates
+are split into delete + insert and each side is judged by its own chunk.
 
-Rows carry one `before`/`after` struct pair per captured table, typed like the table, so the sink
-gets exactly the values the snapshot wrote, with no JSON round trip.
+Rows are `change_record`s: one fixed schema whatever the tables, the images as JSON that the sink
+types against silver, DDL in the same order as the rows around it.
 
-The source class is built per job by `binlog_source(spec)`; the spec (config, schemas, chunk
-watermarks) travels with the pickled class, never as string options visible in query plans.
+The source class is built per job by `binlog_source(spec)`; the spec (config, chunk watermarks)
+travels with the pickled class, never as string options visible in query plans. Which tables a
+batch captures, and with which schemas, is planned per batch from the schema history and the
+job's table list (`partitions`), which the sink updates between batches.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -26,45 +30,25 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
-from binlake.binlog import read_changes
+from binlake.binlog import follow_changes
+from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
 from binlake.changes import RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
 from binlake.config import SourceConfig
-from binlake.offsets import BinlogOffset
+from binlake.errors import SourceError
+from binlake.offsets import BinlogOffset, position_token
 from binlake.planner import key_order
-from binlake.source import TableSchema, connection, current_offset
-from binlake.typemap import spark_schema
+from binlake.schema_history import (
+    SchemaChange,
+    SchemaEntry,
+    SchemaHistory,
+    SchemaTracker,
+    StreamTables,
+)
+from binlake.source import TableSchema, connection, current_offset, load_schema_if_exists
 from binlake.watermarks import TableWatermarks, WatermarkFilter
 
-META_FIELDS = [
-    T.StructField("_table", T.StringType(), False),
-    T.StructField("_op", T.StringType(), False),
-    T.StructField("_offset", T.StringType(), False),
-    T.StructField("_file", T.StringType(), False),
-    T.StructField("_pos", T.LongType(), False),
-    T.StructField("_row", T.IntegerType(), False),
-    T.StructField("_ts", T.LongType(), False),
-]
 _FILTER_BLOCK = 8192  # changes per collation-weight round trip and per Arrow batch
-
-
-def before_column(index: int) -> str:
-    return f"_before_{index}"
-
-
-def after_column(index: int) -> str:
-    return f"_after_{index}"
-
-
-def change_schema(tables: Sequence[TableSchema]) -> T.StructType:
-    fields = list(META_FIELDS)
-    for i, table in enumerate(tables):
-        row = spark_schema(table)
-        fields += [
-            T.StructField(before_column(i), row, True),
-            T.StructField(after_column(i), row, True),
-        ]
-    return T.StructType(fields)
 
 
 @dataclass(frozen=True)
@@ -81,6 +65,14 @@ class ChunkMarks:
             tuple((h.file, h.pos) for h in hws),
         )
 
+    @property
+    def max_hw(self) -> BinlogOffset:
+        return max(BinlogOffset(f, p) for f, p in self.high_watermarks)
+
+    @property
+    def min_hw(self) -> BinlogOffset:
+        return min(BinlogOffset(f, p) for f, p in self.high_watermarks)
+
     def watermarks(self, order: SortKey | None) -> TableWatermarks:
         return TableWatermarks(
             tuple(ChunkRange(decode_key(s), decode_key(e)) for s, e in self.ranges),
@@ -96,9 +88,25 @@ class StreamSpec:
     name: str
     source: SourceConfig
     server_id: int
-    tables: tuple[TableSchema, ...]
+    database: str
+    patterns: tuple[str, ...] | None  # source.tables (None: every table)
+    split_keys: dict[str, str]
     start: BinlogOffset
+    history_root: str  # `SchemaHistory` of the lake
+    tables_path: str  # `StreamTables` of the job
     marks: dict[str, ChunkMarks] = field(default_factory=dict)
+    stop: BinlogOffset | None = None  # a bounded stream (a joining table's catch-up) ends here
+
+    def plan(self, start: BinlogOffset, end: BinlogOffset) -> BinlogRange:
+        """The read of `(start, end]`: the job's tables with their schema histories, and the
+        floor at or below which each table's rows are already applied."""
+        history = SchemaHistory(self.history_root)
+        joined = StreamTables(self.tables_path).read()
+        entries = {t: tuple(history.entries(t)) for t in joined}
+        floors = {t: since for t, since in joined.items() if since is not None}
+        for table, marks in self.marks.items():
+            floors[table] = max(floors.get(table, marks.min_hw), marks.min_hw)
+        return BinlogRange(start.file, start.pos, end.file, end.pos, entries, floors)
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,28 @@ class BinlogRange(InputPartition):
     start_pos: int
     end_file: str
     end_pos: int
+    entries: dict[str, tuple[SchemaEntry, ...]] = field(default_factory=dict)
+    floors: dict[str, BinlogOffset] = field(default_factory=dict)
+
+    @property
+    def start(self) -> BinlogOffset:
+        return BinlogOffset(self.start_file, self.start_pos)
+
+    @property
+    def end(self) -> BinlogOffset:
+        return BinlogOffset(self.end_file, self.end_pos)
+
+    def in_force(self) -> dict[str, SchemaEntry]:
+        """Each table's entry in force at the range's start (see `SchemaHistory.at`)."""
+        result: dict[str, SchemaEntry] = {}
+        for table, entries in self.entries.items():
+            before = [e for e in entries if e.offset <= self.start]
+            if entries:
+                result[table] = before[-1] if before else entries[0]
+        return result
+
+    def recorded(self, table: str, offset: BinlogOffset) -> SchemaEntry | None:
+        return next((e for e in self.entries.get(table, ()) if e.offset == offset), None)
 
 
 class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -126,121 +156,162 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         head = self.target or self._head()
+        if self.spec.stop is not None:
+            head = min(head, self.spec.stop)
         return max(head, BinlogOffset.from_dict(start)).to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = BinlogOffset.from_dict(start), BinlogOffset.from_dict(end)
         if last <= first:
             return []
-        return [BinlogRange(first.file, first.pos, last.file, last.pos)]
+        return [self.spec.plan(first, last)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BinlogRange)
-        spec = self.spec
-        start = BinlogOffset(partition.start_file, partition.start_pos)
-        end = BinlogOffset(partition.end_file, partition.end_pos)
-        changes = read_changes(spec.source, spec.server_id, list(spec.tables), start, end)
-        batches = ChangeBatches(spec.tables)
-        with connection(spec.source) as conn:
-            for block in _filtered_blocks(conn, spec, changes):
-                yield batches.of(block)
+        yield from read_range(self.spec, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the binlog is re-readable until the source purges it."""
 
 
-def _filtered_blocks(
-    conn: Any, spec: StreamSpec, changes: Iterator[RowChange]
-) -> Iterator[list[RowChange]]:
-    """The changes to apply, in blocks: key changes split, the high-watermark filter applied."""
-    by_name = {t.qualified: t for t in spec.tables}
-    orders = {t.qualified: key_order(conn, t) for t in spec.tables}
-    marks = WatermarkFilter({name: m.watermarks(orders[name]) for name, m in spec.marks.items()})
-    while block := list(islice(changes, _FILTER_BLOCK)):
-        parts = [
-            part
-            for change in block
-            for part in split_key_change(change, by_name[change.table].key_of)
-        ]
+def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBatch]:
+    """The changes of `(start, end]` to apply, as Arrow batches in the change record's schema."""
+    with connection(spec.source) as conn:
+
+        def read_schema(database: str, table: str) -> TableSchema | None:
+            return load_schema_if_exists(conn, database, table, spec.split_keys)
+
+        tracker = SchemaTracker(
+            spec.database,
+            list(spec.patterns) if spec.patterns is not None else None,
+            partition.in_force(),
+            partition.recorded,
+            read_schema,
+        )
+        events = follow_changes(
+            spec.source, spec.server_id, tracker, partition.start, partition.end,
+            partition.floors,
+        )  # fmt: skip
+        batches = ChangeBatches()
+        for block in _filtered_blocks(conn, spec, events):
+            yield batches.of(block)
+
+
+Event = RowChange | SchemaChange
+
+
+def _filtered_blocks(conn: Any, spec: StreamSpec, events: Iterator[Event]) -> Iterator[list[Event]]:
+    """The events to apply, in blocks: key changes split, the high-watermark filter applied."""
+    orders: dict[str, Any] = {}  # CollationOrder | MemberOrder | None per table
+    marks = WatermarkFilter({})
+    while block := list(islice(events, _FILTER_BLOCK)):
+        parts: list[Event] = []
+        for event in block:
+            if isinstance(event, SchemaChange):
+                _check_after_snapshot(spec, event)
+                parts.append(event)
+            else:
+                assert event.schema is not None
+                parts.extend(split_key_change(event, event.schema.key_of))
+        for part in parts:
+            if isinstance(part, RowChange) and part.table not in orders:
+                assert part.schema is not None
+                orders[part.table] = key_order(conn, part.schema)
+                if part.table in spec.marks:
+                    watermarks = spec.marks[part.table].watermarks(orders[part.table])
+                    marks = WatermarkFilter({**marks.tables, part.table: watermarks})
         for name, order in orders.items():
             if order is not None:
-                split = by_name[name].split_index
                 order.prime(
-                    image[split]
+                    image[p.schema.split_index]
                     for p in parts
-                    if p.table == name
+                    if isinstance(p, RowChange) and p.table == name and p.schema is not None
                     for image in (p.before, p.after)
                     if image is not None
                 )
         # An update that keeps its key but moves a split column outside the key crosses
         # chunks: apply it if either side's chunk has not seen it. Silver's MERGE applies it
         # only if newer than the row it finds (rows loaded from bronze carry their chunk's HW).
-        kept = [
-            part
-            for part in parts
-            if any(
-                marks.should_apply(
-                    part.table, image[by_name[part.table].split_index], part.position
-                )
-                for image in (part.before, part.after)
-                if image is not None
-            )
-        ]
+        kept = [part for part in parts if _should_apply(marks, part)]
         if kept:
             yield kept
 
 
+def _should_apply(marks: WatermarkFilter, part: Event) -> bool:
+    if isinstance(part, SchemaChange):
+        return True
+    assert part.schema is not None
+    split = part.schema.split_index
+    return any(
+        marks.should_apply(part.table, image[split], part.position)
+        for image in (part.before, part.after)
+        if image is not None
+    )
+
+
+def _check_after_snapshot(spec: StreamSpec, change: SchemaChange) -> None:
+    """A DDL between a table's first and last chunk read rows of two schemas into one snapshot."""
+    marks = spec.marks.get(change.table)
+    if marks is not None and change.offset <= marks.max_hw:
+        raise SourceError(
+            f"{change.table} changed at {change.offset} ({_short(change.statement)}) while its "
+            f"snapshot was read (its chunks end at {marks.max_hw}): re-snapshot it with "
+            f"`binlake snapshot --tables {change.table.split('.', 1)[1]} --reset`"
+        )
+
+
+def _short(statement: str) -> str:
+    text = " ".join(statement.split())
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 class ChangeBatches:
-    """Row changes → Arrow record batches in the stream's schema (columnar, so Spark receives
-    them without a Python conversion per value)."""
+    """Events → Arrow record batches in the change record's schema: row images as JSON
+    (`change_record`), one encoder per schema a batch meets."""
 
-    def __init__(self, tables: Sequence[TableSchema]) -> None:
-        self.tables = {t.qualified: i for i, t in enumerate(tables)}
-        self.schema = to_arrow_schema(change_schema(tables), timezone="UTC")
+    def __init__(self) -> None:
+        self.schema = to_arrow_schema(CHANGE_SCHEMA, timezone="UTC")
+        # Keyed by identity and holding the schema, so a freed schema's id is never reused.
+        self._encoders: dict[int, tuple[TableSchema, ImageEncoder]] = {}
 
-    def of(self, changes: list[RowChange]) -> pa.RecordBatch:
-        offsets = [c.position.offset for c in changes]
-        meta = [
-            pa.array([c.table for c in changes], pa.string()),
-            pa.array([c.op.value for c in changes], pa.string()),
-            pa.array([c.position.token() for c in changes], pa.string()),
-            pa.array([o.file for o in offsets], pa.string()),
-            pa.array([o.pos for o in offsets], pa.int64()),
-            pa.array([c.position.row for c in changes], pa.int32()),
-            pa.array([c.timestamp for c in changes], pa.int64()),
+    def _encoder(self, table: TableSchema) -> ImageEncoder:
+        held = self._encoders.get(id(table))
+        if held is None or held[0] is not table:
+            held = self._encoders[id(table)] = (table, ImageEncoder(table))
+        return held[1]
+
+    def of(self, events: list[Event]) -> pa.RecordBatch:
+        columns: list[list[Any]] = [[] for _ in CHANGE_SCHEMA.fields]
+        for event in events:
+            if isinstance(event, SchemaChange):
+                row: tuple[Any, ...] = (
+                    event.table, DDL, position_token(event.offset, 0), event.offset.file,
+                    event.offset.pos, 0, 0, json.dumps(_ddl_before(event)),
+                    json.dumps(event.after.to_json()) if event.after else None,
+                )  # fmt: skip
+            else:
+                assert event.schema is not None
+                encode = self._encoder(event.schema)
+                offset = event.position.offset
+                row = (
+                    event.table, event.op.value, event.position.token(), offset.file,
+                    offset.pos, event.position.row, event.timestamp, encode(event.before),
+                    encode(event.after),
+                )  # fmt: skip
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        arrays = [
+            pa.array(values, type=self.schema.field(i).type) for i, values in enumerate(columns)
         ]
-        images: list[pa.Array] = []
-        for name, index in self.tables.items():
-            mine = [c.table == name for c in changes]
-            for side, column in (("before", 2 * index), ("after", 2 * index + 1)):
-                struct_type = self.schema.field(len(META_FIELDS) + column).type
-                rows = [getattr(c, side) if m else None for c, m in zip(changes, mine, strict=True)]
-                images.append(_struct_column(rows, struct_type))
-        return pa.RecordBatch.from_arrays([*meta, *images], schema=self.schema)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
-def _struct_column(rows: list[Any], struct_type: pa.StructType) -> pa.Array:
-    """A struct column of row tuples (None: a null struct), built column by column."""
-    present = [r for r in rows if r is not None]
-    if not present:
-        return pa.nulls(len(rows), struct_type)
-    fields = [struct_type.field(i) for i in range(struct_type.num_fields)]
-    children = [
-        pa.array(values, type=f.type)
-        for values, f in zip(zip(*present, strict=True), fields, strict=True)
-    ]
-    dense = pa.StructArray.from_arrays(children, fields=fields)
-    if len(present) == len(rows):
-        return dense
-    slots: list[int | None] = []
-    at = 0
-    for row in rows:  # scatter the dense rows back between the nulls
-        if row is None:
-            slots.append(None)
-        else:
-            slots.append(at)
-            at += 1
-    return dense.take(pa.array(slots, pa.int32()))
+def _ddl_before(change: SchemaChange) -> dict[str, Any]:
+    return {
+        "statement": change.statement,
+        "kind": change.kind,
+        "schema": change.before.to_json() if change.before else None,
+    }
 
 
 def binlog_source(spec: StreamSpec) -> type[DataSource]:
@@ -252,7 +323,7 @@ def binlog_source(spec: StreamSpec) -> type[DataSource]:
             return spec.name
 
         def schema(self) -> T.StructType:
-            return change_schema(spec.tables)
+            return CHANGE_SCHEMA
 
         def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
             return BinlogStreamReader(spec)

@@ -1,0 +1,123 @@
+"""What a DDL did to a table, in the terms silver is changed by: columns added, dropped, renamed
+or retyped, and whether silver can follow at all.
+
+The schemas before and after the DDL (read from the server, see `schema_history`) say which
+columns exist and how they land; only the statement says whether a column that disappeared and
+one that appeared are one column renamed, so renames come from the statement (`ddl`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import types as T
+
+from binlake.ddl import parse_ddl
+from binlake.source import TableSchema
+from binlake.typemap import spark_schema
+
+
+@dataclass(frozen=True)
+class ColumnChange:
+    kind: str  # add, drop, rename, retype
+    column: str  # the column's name after the change (before it, for a drop)
+    old_name: str | None = None  # a renamed column's name before the change
+    old_type: T.DataType | None = None
+    new_type: T.DataType | None = None
+
+    def describe(self) -> str:
+        if self.kind == "add":
+            return f"ADD COLUMN {self.column} ({_type_name(self.new_type)})"
+        if self.kind == "drop":
+            return f"DROP COLUMN {self.column}"
+        if self.kind == "rename":
+            return f"RENAME COLUMN {self.old_name} TO {self.column}"
+        return (
+            f"MODIFY COLUMN {self.column} "
+            f"({_type_name(self.old_type)} -> {_type_name(self.new_type)})"
+        )
+
+
+def _type_name(kind: T.DataType | None) -> str:
+    return kind.simpleString() if kind is not None else "?"
+
+
+def column_changes(before: TableSchema, after: TableSchema, statement: str) -> list[ColumnChange]:
+    """The column changes from `before` to `after`, renames as the statement names them."""
+    old = {f.name: f.dataType for f in spark_schema(before).fields}
+    new = {f.name: f.dataType for f in spark_schema(after).fields}
+    renames = _renames(statement, old, new)
+    changes: list[ColumnChange] = []
+    for old_name, new_name in renames.items():
+        changes.append(ColumnChange("rename", new_name, old_name, old[old_name], new[new_name]))
+        if old[old_name] != new[new_name]:
+            changes.append(ColumnChange("retype", new_name, None, old[old_name], new[new_name]))
+    renamed_to = set(renames.values())
+    for name, kind in new.items():
+        if name in renamed_to:
+            continue
+        if name not in old:
+            changes.append(ColumnChange("add", name, new_type=kind))
+        elif old[name] != kind:
+            changes.append(ColumnChange("retype", name, None, old[name], kind))
+    changes += [
+        ColumnChange("drop", name, old_type=kind)
+        for name, kind in old.items()
+        if name not in new and name not in renames
+    ]
+    return changes
+
+
+def _renames(
+    statement: str, old: dict[str, T.DataType], new: dict[str, T.DataType]
+) -> dict[str, str]:
+    """Old name → new name for each column the statement renames (and the schemas confirm)."""
+    ddl = parse_ddl(statement)
+    if ddl is None:
+        return {}
+    found: dict[str, str] = {}
+    for old_name, new_name in ddl.column_renames:
+        source = next((n for n in old if n.lower() == old_name.lower()), None)
+        target = next((n for n in new if n.lower() == new_name.lower()), None)
+        if source is not None and target is not None and source not in new:
+            found[source] = target
+    return found
+
+
+def widens(old: T.DataType, new: T.DataType) -> bool:
+    """Whether every value of `old` is a value of `new` and Delta can widen the column in place
+    (type widening): integers to long, float to double, decimals gaining digits, date to a
+    timestamp without zone."""
+    if isinstance(old, T.ByteType | T.ShortType | T.IntegerType):
+        return isinstance(new, T.ShortType | T.IntegerType | T.LongType) and _int_rank(
+            new
+        ) >= _int_rank(old)
+    if isinstance(old, T.FloatType):
+        return isinstance(new, T.DoubleType)
+    if isinstance(old, T.DecimalType) and isinstance(new, T.DecimalType):
+        return new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale
+    return isinstance(old, T.DateType) and isinstance(new, T.TimestampNTZType)
+
+
+def _int_rank(kind: T.DataType) -> int:
+    order = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    return next(i for i, t in enumerate(order) if isinstance(kind, t))
+
+
+def unapplicable(before: TableSchema, after: TableSchema, changes: list[ColumnChange]) -> str:
+    """Why silver cannot follow the change ("" if it can)."""
+    if [k.lower() for k in before.key] != [k.lower() for k in after.key]:
+        return (
+            f"its row key changed from ({', '.join(before.key)}) to ({', '.join(after.key)}), "
+            "which silver's MERGE identifies rows by"
+        )
+    for change in changes:
+        if change.kind == "retype":
+            assert change.old_type is not None and change.new_type is not None
+            if not widens(change.old_type, change.new_type):
+                return (
+                    f"column {change.column} changed from {change.old_type.simpleString()} to "
+                    f"{change.new_type.simpleString()}, which does not hold every old value "
+                    "(narrowing) or is another kind of value"
+                )
+    return ""

@@ -1,0 +1,206 @@
+"""Silver follows a table's DDL: `stream.schema_changes` decides how (see the README's table).
+
+`lenient` never loses a column: an added column is added, a dropped one stays (NULL in rows
+written from then on), a renamed one is added under its new name (filled from the old one) and the
+old one stays. `evolve` mirrors the source: drops and renames become Delta column-mapping drops
+and renames. Both widen a column in place (Delta type widening). A change silver cannot follow (a
+new row key, a narrowed or incompatible type), or any change under `stop`, stops the stream
+before the DDL with a `SchemaChangeError` that names the table, the change, the binlog offset and
+the remedy. The changelog only grows: new columns join its images (`mergeSchema` on append).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from binlake.config import Config
+from binlake.errors import SchemaChangeError
+from binlake.lake import table_exists
+from binlake.offsets import BinlogOffset
+from binlake.schema_changes import ColumnChange, column_changes, unapplicable
+from binlake.silver import changelog_path, data_columns, ensure_silver, silver_path
+from binlake.source import TableSchema
+from binlake.typemap import spark_schema
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SchemaChangeRecord:
+    """A DDL row of the change record (see `change_record`)."""
+
+    table: str
+    offset: BinlogOffset
+    statement: str
+    kind: str
+    before: TableSchema | None
+    after: TableSchema | None
+
+    @property
+    def name(self) -> str:
+        return self.table.split(".", 1)[1]
+
+    def where(self) -> str:
+        return f"at {self.offset} ({' '.join(self.statement.split())[:160]})"
+
+
+def _sql_path(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def _name(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChangeRecord) -> None:
+    """Change silver as `change` and `stream.schema_changes` say (or raise before changing it)."""
+    if change.kind == "truncate" and change.after is not None:
+        DeltaTable.forPath(spark, silver_path(config, change.after)).delete()
+        log.info("%s truncated %s: silver emptied", change.table, change.where())
+    elif change.after is None:
+        log.warning(
+            "%s is gone %s: binlake stops capturing it; its silver table is kept",
+            change.table, change.where(),
+        )  # fmt: skip
+    elif change.before is None:
+        _bring_in(spark, config, change, change.after)
+    else:
+        _alter(spark, config, change, change.before, change.after)
+
+
+def _remedy(change: SchemaChangeRecord) -> str:
+    return f"re-snapshot it with `binlake snapshot --tables {change.name} --reset`"
+
+
+def _alter(
+    spark: SparkSession,
+    config: Config,
+    change: SchemaChangeRecord,
+    before: TableSchema,
+    after: TableSchema,
+) -> None:
+    changes = column_changes(before, after, change.statement)
+    if not changes and before.key == after.key:
+        return
+    described = ", ".join(c.describe() for c in changes) or "a new row key"
+    reason = unapplicable(before, after, changes)
+    if reason:
+        raise SchemaChangeError(
+            f"{change.table} changed {change.where()}: {described}; silver cannot follow: "
+            f"{reason}. The stream stopped before that change: {_remedy(change)}"
+        )
+    if config.stream.schema_changes == "stop":
+        raise SchemaChangeError(
+            f"{change.table} changed {change.where()}: {described}; stream.schema_changes is "
+            "stop, so the stream stopped before that change: set it to lenient or evolve to "
+            f"apply it, or {_remedy(change)}"
+        )
+    path = silver_path(config, after)
+    for column_change in changes:
+        _apply_column_change(spark, config, path, after, column_change)
+    log.info("%s changed %s: silver applied %s", change.table, change.where(), described)
+
+
+def _apply_column_change(
+    spark: SparkSession, config: Config, path: str, after: TableSchema, change: ColumnChange
+) -> None:
+    evolve = config.stream.schema_changes == "evolve"
+    table = _sql_path(path)
+    if change.kind == "add":
+        _add_column(spark, path, after, change.column, change.new_type)
+    elif change.kind == "drop" and evolve:
+        _enable_column_mapping(spark, path)
+        spark.sql(f"ALTER TABLE {table} DROP COLUMN {_name(change.column)}")
+    elif change.kind == "rename" and change.old_name is not None:
+        if evolve:
+            _enable_column_mapping(spark, path)
+            spark.sql(
+                f"ALTER TABLE {table} RENAME COLUMN {_name(change.old_name)} TO "
+                f"{_name(change.column)}"
+            )
+        else:
+            _add_column(spark, path, after, change.column, change.old_type)
+            DeltaTable.forPath(spark, path).update(
+                set={_name(change.column): F.col(_name(change.old_name))}
+            )
+    elif change.kind == "retype" and change.new_type is not None:
+        _widen(spark, path, change.column, change.new_type)
+        changelog = changelog_path(config, after)
+        if table_exists(spark, changelog):
+            for side in ("_before", "_after"):
+                _widen(spark, changelog, f"{side}.{_name(change.column)}", change.new_type)
+
+
+def _add_column(
+    spark: SparkSession, path: str, after: TableSchema, column: str, kind: T.DataType | None
+) -> None:
+    """Add `column` unless silver has it; existing rows take the source's literal default."""
+    if column in data_columns(spark, path).fieldNames() or kind is None:
+        return
+    spark.sql(f"ALTER TABLE {_sql_path(path)} ADD COLUMNS ({_name(column)} {kind.simpleString()})")
+    default = _literal_default(after, column)
+    if default is not None:
+        DeltaTable.forPath(spark, path).update(set={_name(column): F.lit(default).cast(kind)})
+
+
+def _literal_default(table: TableSchema, column: str) -> str | None:
+    """The column's default as text Spark can cast, or None (no default, or an expression such
+    as CURRENT_TIMESTAMP, whose value for existing rows the server does not report)."""
+    try:
+        text = table.column(column).default
+    except KeyError:
+        return None
+    if text is None or text.upper() == "NULL":
+        return None
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", text):
+        return text
+    log.warning(
+        "%s.%s defaults to the expression %s: rows that existed before it was added read NULL "
+        "in silver",
+        table.qualified, column, text,
+    )  # fmt: skip
+    return None
+
+
+def _enable_column_mapping(spark: SparkSession, path: str) -> None:
+    spark.sql(
+        f"ALTER TABLE {_sql_path(path)} SET TBLPROPERTIES ("
+        "'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
+        "'delta.minWriterVersion' = '5')"
+    )
+
+
+def _widen(spark: SparkSession, path: str, column: str, kind: T.DataType) -> None:
+    table = _sql_path(path)
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    spark.sql(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE {kind.simpleString()}")
+
+
+def _bring_in(
+    spark: SparkSession, config: Config, change: SchemaChangeRecord, after: TableSchema
+) -> None:
+    """A table created (or renamed in) while streaming: captured from its DDL on."""
+    path = silver_path(config, after)
+    if change.kind == "rename":
+        raise SchemaChangeError(
+            f"{change.table} appeared {change.where()} by a rename: its rows are not in the "
+            f"binlog. Snapshot it with `binlake snapshot --tables {change.name}`; the stream "
+            "then captures it"
+        )
+    if table_exists(spark, path):
+        # Created again after a DROP: the new table starts empty.
+        DeltaTable.forPath(spark, path).delete()
+        for field in spark_schema(after).fields:
+            _add_column(spark, path, after, field.name, field.dataType)
+    else:
+        ensure_silver(spark, config, after, from_bronze=False)
+    log.info("%s created %s: captured from its first row", change.table, change.where())

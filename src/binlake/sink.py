@@ -1,0 +1,263 @@
+"""The stream's `foreachBatch` sink: each table's rows and DDL in binlog order, then the tables
+that are ready to join.
+
+Per table, the batch's DDL split its rows into segments: the rows before a DDL are applied
+(changelog + MERGE, `silver.TableApply`), then silver follows the DDL (`silver_schema`) and the
+schema history records it, then the rows after it. Tables are applied side by side. A table joins
+the stream when its snapshot has finished (added to `source.tables`, or re-snapshotted with
+`--reset`): its own changes from its chunks' high watermarks up to the stream's position are read
+and applied first (Flink CDC's newly-added-table protocol, without pausing the other tables),
+then the job's table list records it from that offset on, so each change is applied once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from binlake.change_record import CHANGE_SCHEMA, DDL
+from binlake.config import Config
+from binlake.errors import BinlakeError
+from binlake.lake import table_exists
+from binlake.ledger import ChunkState, Ledger
+from binlake.offsets import BinlogOffset, position_token
+from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
+from binlake.silver import TableApply, data_columns, ensure_silver, silver_path, timed
+from binlake.silver_schema import SchemaChangeRecord, apply_schema_change
+from binlake.snapshot import ledger_path
+from binlake.source import TableSchema
+from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, read_range
+
+log = logging.getLogger(__name__)
+
+
+def offset_version(offset: BinlogOffset) -> int:
+    """A `txnVersion` that grows with the binlog offset."""
+    return offset.sort_key[0] * (1 << 40) + offset.pos
+
+
+class BatchSink:
+    """The `foreachBatch` function of the stream query `spec.name`."""
+
+    def __init__(
+        self, config: Config, spec: StreamSpec, tables: list[TableSchema], checkpoint: str
+    ) -> None:
+        self.config = config
+        self.spec = spec
+        self.tables = {t.qualified: t for t in tables}  # the config's tables
+        self.checkpoint = Path(checkpoint)
+        self.history = SchemaHistory(spec.history_root)
+        self.joined = StreamTables(spec.tables_path)
+        self.failure: BinlakeError | None = None  # what stopped the query, for a clean message
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self._apply(batch, batch_id)
+        except BinlakeError as exc:
+            self.failure = exc
+            raise
+
+    def _apply(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        batch = batch.persist()
+        try:
+            counts = {
+                r["_table"]: r["n"]
+                for r in batch.where(F.col("_op") != DDL).groupBy("_table").count()
+                .withColumnRenamed("count", "n").collect()
+            }  # fmt: skip
+            ddl = [_ddl_record(r) for r in batch.where(F.col("_op") == DDL).collect()]
+            names = sorted({*counts, *(d.table for d in ddl)})
+            app = f"binlake-{self.config.stream.job_name}"
+            steps = self._apply_tables(batch, names, ddl, app, batch_id * 1000)
+            if names:
+                log.info(
+                    "batch %d applied in %.1f s: %s",
+                    batch_id, time.monotonic() - started,
+                    ", ".join(f"{t} {counts.get(t, 0)} changes {s:.1f} s" for t, s in steps),
+                )  # fmt: skip
+        finally:
+            batch.unpersist()
+        end = batch_end(self.checkpoint, batch_id)
+        if end is not None:
+            join_ready_tables(batch.sparkSession, self.config, self.spec, self.tables, end)
+
+    def _apply_tables(
+        self, batch: DataFrame, names: list[str], ddl: list[SchemaChangeRecord], app: str,
+        version: int,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        def one(name: str) -> tuple[str, float]:
+            own = [d for d in ddl if d.table == name]
+            _, seconds = timed(self._apply_table, batch, name, own, app, version)
+            return name, seconds
+
+        with ThreadPoolExecutor(max_workers=max(min(len(names), 8), 1)) as pool:
+            return list(pool.map(one, names))
+
+    def _apply_table(
+        self, batch: DataFrame, name: str, ddl: list[SchemaChangeRecord], app: str, version: int
+    ) -> None:
+        apply_table_changes(
+            batch.sparkSession, self.config, self.history, self.joined, batch, name, ddl,
+            f"{app}-{name}", version,
+        )  # fmt: skip
+
+
+def apply_table_changes(
+    spark: SparkSession,
+    config: Config,
+    history: SchemaHistory,
+    joined: StreamTables,
+    batch: DataFrame,
+    name: str,
+    ddl: list[SchemaChangeRecord],
+    app: str,
+    version: int,
+) -> None:
+    """One table's rows and DDL of `batch`, segment by segment in binlog order."""
+    rows = batch.where((F.col("_table") == name) & (F.col("_op") != DDL))
+    bounds = [d.offset for d in ddl]
+    for index, (low, high) in enumerate(zip([None, *bounds], [*bounds, None], strict=True)):
+        segment = rows
+        if low is not None:
+            segment = segment.where(F.col("_offset") > _token(low))
+        if high is not None:
+            segment = segment.where(F.col("_offset") < _token(high))
+        schema = _segment_schema(history, name, ddl, index)
+        if schema is not None and table_exists(spark, path := silver_path(config, schema)):
+            TableApply(config, schema, data_columns(spark, path))(segment, app, version + index)
+        if index < len(ddl):
+            _apply_ddl(spark, config, history, joined, ddl[index])
+
+
+def _segment_schema(
+    history: SchemaHistory, name: str, ddl: list[SchemaChangeRecord], index: int
+) -> TableSchema | None:
+    """The table's schema between its DDL `index - 1` and `index` of the batch."""
+    if index > 0:
+        return ddl[index - 1].after
+    if ddl:
+        return ddl[0].before
+    return next((e.schema for e in reversed(history.entries(name)) if e.schema), None)
+
+
+def _apply_ddl(
+    spark: SparkSession,
+    config: Config,
+    history: SchemaHistory,
+    joined: StreamTables,
+    change: SchemaChangeRecord,
+) -> None:
+    apply_schema_change(spark, config, change)
+    if change.kind != "truncate":
+        history.record(change.table, SchemaEntry(change.offset, change.after, change.statement))
+    if change.before is None and change.after is not None:
+        tables = joined.read()
+        tables.setdefault(change.table, None)
+        joined.write(tables)
+
+
+def _token(offset: BinlogOffset) -> str:
+    return position_token(offset, 0)
+
+
+def _ddl_record(row: Row) -> SchemaChangeRecord:
+    before = json.loads(row["_before"])
+    after = json.loads(row["_after"]) if row["_after"] else None
+    return SchemaChangeRecord(
+        table=row["_table"],
+        offset=BinlogOffset(row["_file"], row["_pos"]),
+        statement=before["statement"],
+        kind=before["kind"],
+        before=TableSchema.from_json(before["schema"]) if before["schema"] else None,
+        after=TableSchema.from_json(after) if after else None,
+    )
+
+
+def batch_end(checkpoint: Path, batch_id: int) -> BinlogOffset | None:
+    """The end offset of micro-batch `batch_id`, from the query's offset log (written before
+    the batch runs)."""
+    logged = checkpoint / "offsets" / str(batch_id)
+    if not logged.exists():
+        return None
+    return BinlogOffset.from_dict(json.loads(logged.read_text().strip().splitlines()[-1]))
+
+
+def join_ready_tables(
+    spark: SparkSession,
+    config: Config,
+    spec: StreamSpec,
+    tables: dict[str, TableSchema],
+    position: BinlogOffset,
+) -> list[str]:
+    """Join every configured table whose snapshot finished but that the stream does not apply
+    yet: apply its changes from its chunks' high watermarks up to `position` (or its last high
+    watermark, if later), then record it in the job's table list from there on."""
+    registry = StreamTables(spec.tables_path)
+    joined = registry.read()
+    pending = [t for t in tables if t not in joined]
+    if not pending:
+        return []
+    ledger = Ledger(spark, ledger_path(config))
+    chunks = ledger.chunks()
+    ready = [t for t in pending if _finished(chunks, t)]
+    for name in ready:
+        table = tables[name]
+        own = [c for c in chunks if c.table == name]
+        marks = ChunkMarks.of([c.range for c in own], [c.hw for c in own if c.hw is not None])
+        until = max(position, marks.max_hw)
+        ensure_silver(spark, config, table, from_bronze=True)
+        _catch_up(spark, config, spec, table, marks, until)
+        joined = registry.read()
+        joined[name] = until
+        registry.write(joined)
+        log.info("%s joined the stream at %s (caught up from %s)", name, until, marks.min_hw)
+    return ready
+
+
+def _finished(chunks: list[ChunkState], table: str) -> bool:
+    own = [c for c in chunks if c.table == table]
+    return bool(own) and all(c.finished for c in own)
+
+
+def _catch_up(
+    spark: SparkSession,
+    config: Config,
+    spec: StreamSpec,
+    table: TableSchema,
+    marks: ChunkMarks,
+    until: BinlogOffset,
+) -> None:
+    """A joining table's own changes in (its first high watermark, `until`], applied once."""
+    history = SchemaHistory(spec.history_root)
+    start = marks.min_hw
+    if until <= start:
+        return
+    name = table.qualified
+    entries = history.entries(name)
+    partition = BinlogRange(
+        start.file, start.pos, until.file, until.pos, {name: tuple(entries)}, {name: start}
+    )
+    only = replace(spec, marks={name: marks})
+    batches = list(read_range(only, partition))
+    frame = _frame(spark, batches)
+    ddl = [_ddl_record(r) for r in frame.where(F.col("_op") == DDL).orderBy("_offset").collect()]
+    app = f"binlake-{config.stream.job_name}-join-{name}"
+    apply_table_changes(
+        spark, config, history, StreamTables(spec.tables_path), frame, name, ddl, app,
+        offset_version(until),
+    )  # fmt: skip
+
+
+def _frame(spark: SparkSession, batches: list[pa.RecordBatch]) -> DataFrame:
+    if not batches:
+        return spark.createDataFrame([], CHANGE_SCHEMA)
+    return spark.createDataFrame(pa.Table.from_batches(batches))
