@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +31,7 @@ from binlake.errors import BinlogPurgedError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
 from binlake.schema_history import SchemaChange, SchemaTracker
-from binlake.source import Connection, TableSchema, binlog_files, connection
+from binlake.source import Column, Connection, TableSchema, binlog_files, connection
 
 log = logging.getLogger(__name__)
 
@@ -58,30 +59,47 @@ class _TableDecoder:
     column's type, metadata and (where logged) name: never by the identity of the library's
     table-map object, which is new for every TABLE_MAP event and whose `id()` Python reuses, so
     a key made of it can hand a new layout (after an ALTER) the old layout's decoder.
+
+    Where the binlog names the columns (`binlog_row_metadata=FULL`) and they differ from the
+    schema's, the layout is the columns it names, taken from every schema of the table this read
+    has known: after two DDLs the stream meets late, the schema read at the first one is the
+    server's latest, and the rows between the two are decoded as they were written.
     """
 
-    def __init__(self, table: TableSchema) -> None:
+    def __init__(self, table: TableSchema, known: dict[str, Column] | None = None) -> None:
         self.table = table
-        self._decoders: dict[tuple[Any, ...], ImageDecoder] = {}
+        self.known = {**(known or {}), **{c.name: c for c in table.columns}}
+        self._decoders: dict[tuple[Any, ...], tuple[TableSchema, ImageDecoder]] = {}
         self._map: Any = None  # the table map of the current transaction, and its decoder
-        self._decoder: ImageDecoder | None = None
+        self._decoder: tuple[TableSchema, ImageDecoder] | None = None
 
-    def images(self, event: RowsEvent) -> list[Row]:
-        """Every row image of `event` in order (an update row: its before, then its after)."""
+    def images(self, event: RowsEvent) -> tuple[TableSchema, list[Row]]:
+        """The schema of `event`'s rows, and every row image in order (an update row: its
+        before, then its after)."""
         table_map = event.table_map[event.table_id]
         if table_map is not self._map or self._decoder is None:
             self._decoder = self._decoder_for(event.table_id, table_map.columns)
             self._map = table_map  # held, so it is compared by identity, never by a reused id
         self._require_full_images(event)
         body = event.packet.read(event.event_size - event.packet.read_bytes)
-        return list(decode_images(self._decoder, body))
+        schema, decoder = self._decoder
+        return schema, list(decode_images(decoder, body))
 
-    def _decoder_for(self, table_id: int, columns: list[Any]) -> ImageDecoder:
+    def _decoder_for(self, table_id: int, columns: list[Any]) -> tuple[TableSchema, ImageDecoder]:
         layout = (table_id, *(_column_layout(c) for c in columns))
-        decoder = self._decoders.get(layout)
-        if decoder is None:
-            decoder = self._decoders[layout] = image_decoder(self.table, columns)
-        return decoder
+        found = self._decoders.get(layout)
+        if found is None:
+            schema = self._layout_schema(columns)
+            found = self._decoders[layout] = (schema, image_decoder(schema, columns))
+        return found
+
+    def _layout_schema(self, columns: list[Any]) -> TableSchema:
+        names = [getattr(c, "name", None) for c in columns]
+        if any(n is None or str(n).startswith("UNKNOWN_COL") for n in names):
+            return self.table
+        if tuple(names) == self.table.column_names or any(n not in self.known for n in names):
+            return self.table  # decoding checks it (and names what differs)
+        return replace(self.table, columns=tuple(self.known[str(n)] for n in names))
 
     def _require_full_images(self, event: RowsEvent) -> None:
         bitmaps = [event.columns_present_bitmap]
@@ -289,10 +307,9 @@ class _Reader:
         default = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
         for change in self.tracker.on_statement(event.query, default, offset):
             name = change.table.split(".", 1)[1]
-            if change.after is None:
-                self.decoders.pop(name, None)
-            else:
-                self.decoders[name] = _TableDecoder(change.after)
+            old = self.decoders.pop(name, None)
+            if change.after is not None:
+                self.decoders[name] = _TableDecoder(change.after, old.known if old else None)
             floor = self.floors.get(change.table)
             if floor is None or offset > floor:
                 yield change
@@ -301,11 +318,10 @@ class _Reader:
         decoder = self.decoders.get(event.table)
         if offset <= self.start or event.schema != self.database or decoder is None:
             return
-        table = decoder.table
-        floor = self.floors.get(table.qualified)
+        floor = self.floors.get(decoder.table.qualified)
         if floor is not None and offset <= floor:
             return
-        images = decoder.images(event)
+        table, images = decoder.images(event)
         qualified, ts = table.qualified, event.timestamp
         if isinstance(event, UpdateRowsEvent):
             for index in range(len(images) // 2):
