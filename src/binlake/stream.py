@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from binlake import errors
 from binlake.binlog import check_available, first_offset_at_or_after
@@ -24,7 +26,7 @@ from binlake.config import Config, SourceConfig
 from binlake.errors import BinlakeError, SnapshotIncompleteError
 from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import BinlogOffset
-from binlake.schema_history import SchemaEntry, StreamTables
+from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver
 from binlake.sink import BatchSink, join_ready_tables
 from binlake.snapshot import ledger_path, schema_history, with_resolved_password
@@ -54,6 +56,11 @@ def stream_tables(config: Config, job: str | None = None) -> StreamTables:
     """The tables stream job `job` applies (see `StreamTables`)."""
     name = job or config.stream.job_name
     return StreamTables(config.lake.path("_system", "checkpoints", name, "binlake-tables.json"))
+
+
+def _created_while_streaming(history: SchemaHistory, table: str) -> bool:
+    entries = history.entries(table)
+    return bool(entries) and entries[0].statement != ""
 
 
 def stream_spec(
@@ -97,11 +104,18 @@ def resolved_start(config: Config, resolve: Callable[[], BinlogOffset]) -> Binlo
     return start
 
 
-def chunk_marks(tables: list[TableSchema], chunks: list[ChunkState]) -> dict[str, ChunkMarks]:
-    """The per-table watermarks of a finished snapshot; refuses an unfinished one."""
+def chunk_marks(
+    tables: list[TableSchema],
+    chunks: list[ChunkState],
+    created: set[str] = frozenset(),  # type: ignore[assignment]
+) -> dict[str, ChunkMarks]:
+    """The per-table watermarks of a finished snapshot; refuses an unfinished one. Tables
+    `created` while streaming have no snapshot: every row came through the binlog."""
     marks: dict[str, ChunkMarks] = {}
     for table in tables:
         own = [c for c in chunks if c.table == table.qualified]
+        if not own and table.qualified in created:
+            continue
         unfinished = [c for c in own if not c.finished]
         if not own or unfinished:
             raise SnapshotIncompleteError(
@@ -152,11 +166,12 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     joined = registry.read()
     applied = [t for t in tables if t.qualified in joined]
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
-    marks = chunk_marks(applied, chunks) if initial else {}
+    history = schema_history(config)
+    created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}
+    marks = chunk_marks(applied, chunks, created) if initial else {}
     resume = checkpoint_offset(config)
     start = resume or resolved_start(config, lambda: start_offset(config, source, marks))
     check_available(source, start)
-    history = schema_history(config)
     for table in applied:
         ensure_silver(spark, config, table, from_bronze=initial)
         if not history.entries(table.qualified):  # a lake from before the schema history
@@ -187,6 +202,15 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
         "resume" if resume else config.stream.startup_mode,
     )
     query = writer.start()
+    try:
+        batches, changes = _follow(query, config)
+    except StreamingQueryException as failure:
+        raise sink.failure or _binlake_error(str(failure)) or failure from None
+    return StreamSummary(batches, changes, time.monotonic() - started)
+
+
+def _follow(query: StreamingQuery, config: Config) -> tuple[int, int]:
+    """Wait for the query, logging each batch's progress; (batches, changes) when it ends."""
     batches = changes = 0
     seen: set[int] = set()
     while query.isActive:
@@ -206,8 +230,8 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
                 )  # fmt: skip
     failure = query.exception()
     if failure is not None:
-        raise sink.failure or _binlake_error(str(failure)) or failure
-    return StreamSummary(batches, changes, time.monotonic() - started)
+        raise failure
+    return batches, changes
 
 
 def _binlake_error(text: str) -> BinlakeError | None:
