@@ -346,7 +346,8 @@ def _refuse_unreadable(event: Any) -> None:
         raise SourceError(
             f"the source wrote a binlog event binlake cannot read (type {kind}, from "
             f"{setting}): turn that setting off on the source; the changes in these events "
-            "are lost to binlake, so re-snapshot the tables they touched"
+            "are lost to binlake, so re-snapshot the tables they touched "
+            "(`binlake snapshot --tables T --reset`)"
         )
 
 

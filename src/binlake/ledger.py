@@ -107,8 +107,8 @@ class Ledger:
             if existing[0].split_column != split_column:
                 raise LedgerError(
                     f"the ledger planned {table} by column {existing[0].split_column!r}, the "
-                    f"config now splits it by {split_column!r}: restore the split key, or delete "
-                    "the table's ledger rows and bronze table to re-snapshot it"
+                    f"config now splits it by {split_column!r}: restore the split key, or "
+                    f"re-snapshot it: `binlake snapshot --tables {table.split('.', 1)[1]} --reset`"
                 )
             return existing
         states = [ChunkState(table, i, split_column, r) for i, r in enumerate(plan())]

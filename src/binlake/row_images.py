@@ -117,7 +117,8 @@ def decode_images(decoder: ImageDecoder, body: bytes) -> Iterator[Row]:
 def _changed(table: TableSchema, detail: str) -> SourceError:
     return SourceError(
         f"the binlog's layout of {table.qualified} no longer matches its captured schema "
-        f"({detail}): the table's schema changed; re-snapshot it"
+        f"({detail}): the table's schema changed; re-snapshot it with "
+        f"`binlake snapshot --tables {table.name} --reset`"
     )
 
 

@@ -75,7 +75,12 @@ class BatchSink:
                 .withColumnRenamed("count", "n").collect()
             }  # fmt: skip
             ddl = [_ddl_record(r) for r in batch.where(F.col("_op") == DDL).collect()]
-            names = sorted({*counts, *(d.table for d in ddl)})
+            # A table taken out of the job (`snapshot --reset`) after this batch was planned.
+            joined = self.joined.read()
+            names = sorted(
+                t for t in {*counts, *(d.table for d in ddl)}
+                if t in joined or t not in self.tables
+            )  # fmt: skip
             app = f"binlake-{self.config.stream.job_name}"
             steps = self._apply_tables(batch, names, ddl, app, batch_id * 1000)
             if names:

@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
-from binlake.errors import ConfigError
+from binlake.errors import ConfigError, SourceError
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
@@ -160,6 +160,7 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
         if table.qualified in tables:
             del tables[table.qualified]
             joined.write(tables)
+            _await_batch_in_flight(registry.parent)
     ledger.forget(table.qualified)
     for path in (
         bronze_path(config, table),
@@ -168,6 +169,34 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     ):
         remove_table(spark, path)
     log.info("snapshot: %s reset; its snapshot starts again", table.qualified)
+
+
+#: How long a reset waits for a running stream's batch that may still write the table.
+IN_FLIGHT_WAIT_S = 300.0
+#: A running stream touches this file in its checkpoint folder at least this often.
+HEARTBEAT = "binlake-heartbeat"
+HEARTBEAT_STALE_S = 60.0
+
+
+def _await_batch_in_flight(checkpoint: Path) -> None:
+    """Wait until the stream's batch planned before the table left its list has committed:
+    batches planned after it skip the table, so its lake tables can go."""
+    beat = checkpoint / HEARTBEAT
+    if not beat.exists() or time.time() - beat.stat().st_mtime > HEARTBEAT_STALE_S:
+        return  # no stream runs on this checkpoint
+    logged = [int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")]
+    if not logged:
+        return
+    newest = max(logged)
+    deadline = time.monotonic() + IN_FLIGHT_WAIT_S
+    while not (checkpoint / "commits" / str(newest)).exists():
+        if time.monotonic() > deadline:
+            raise SourceError(
+                f"the stream under {checkpoint} has not finished batch {newest} in "
+                f"{IN_FLIGHT_WAIT_S:.0f} s; if it is stopped, remove that batch's offsets file "
+                "or run the stream once, then reset again"
+            )
+        time.sleep(0.5)
 
 
 def with_resolved_password(source: SourceConfig) -> SourceConfig:

@@ -503,6 +503,12 @@ _UNREADABLE_EVENTS = {
 }
 
 
+def logs_column_names(conn: pymysql.Connection) -> bool:
+    """Whether row events name their columns (`binlog_row_metadata=FULL`), which lets the stream
+    check every row image against the schema it decodes it with, by name."""
+    return (_variable(conn, "binlog_row_metadata") or "").upper() == "FULL"
+
+
 def snapshot_offset(status: Iterable[tuple[Any, Any]]) -> BinlogOffset | None:
     """The binlog position of the current consistent snapshot, from the rows of `SHOW STATUS LIKE
     'binlog_snapshot_%'` (named `Binlog_snapshot_file` and `Binlog_snapshot_position`). MariaDB

@@ -29,8 +29,14 @@ from binlake.offsets import BinlogOffset
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver
 from binlake.sink import BatchSink, join_ready_tables
-from binlake.snapshot import ledger_path, schema_history, with_resolved_password
-from binlake.source import TableSchema, connection, current_offset, validate
+from binlake.snapshot import HEARTBEAT, ledger_path, schema_history, with_resolved_password
+from binlake.source import (
+    TableSchema,
+    connection,
+    current_offset,
+    logs_column_names,
+    validate,
+)
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
 
 log = logging.getLogger(__name__)
@@ -159,6 +165,12 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     source = with_resolved_password(config.source)
     with connection(source) as conn:
         tables = validate(conn, config)
+        if not logs_column_names(conn):
+            log.warning(
+                "the source has binlog_row_metadata other than FULL: row images carry no column "
+                "names, so after a rename that keeps the column types the stream cannot tell "
+                "the columns apart (set binlog_row_metadata=FULL, MariaDB 10.5+ / MySQL 8.0+)"
+            )
     initial = config.stream.startup_mode == "initial"
     registry = stream_tables(config)
     if not registry.exists():  # the job's first start: it applies every configured table
@@ -213,8 +225,10 @@ def _follow(query: StreamingQuery, config: Config) -> tuple[int, int]:
     """Wait for the query, logging each batch's progress; (batches, changes) when it ends."""
     batches = changes = 0
     seen: set[int] = set()
+    beat = Path(checkpoint_path(config), HEARTBEAT)
     while query.isActive:
-        query.awaitTermination(max(int(config.stream.trigger_seconds), 1))
+        beat.touch()  # a reset waits for this stream's batch in flight (snapshot.reset_table)
+        query.awaitTermination(min(max(int(config.stream.trigger_seconds), 1), 10))
         for progress in query.recentProgress:
             if progress["batchId"] in seen:
                 continue

@@ -1,0 +1,164 @@
+"""The pure side of schema changes: column diffs, widening, and the tracker that follows DDL."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from pyspark.sql import types as T
+
+from binlake.offsets import BinlogOffset
+from binlake.schema_changes import column_changes, unapplicable, widens
+from binlake.schema_history import SchemaEntry, SchemaTracker
+from binlake.source import Column, TableSchema
+
+
+def _column(
+    name: str, kind: str = "int", column_type: str | None = None, **extra: object
+) -> Column:
+    return Column(name, kind, column_type or kind, True, **extra)  # type: ignore[arg-type]
+
+
+def _table(*columns: Column, key: tuple[str, ...] = ("id",), name: str = "t") -> TableSchema:
+    return TableSchema("db", name, (_column("id"), *columns), key, key[0])
+
+
+def _at(pos: int) -> BinlogOffset:
+    return BinlogOffset("mysql-bin.000001", pos)
+
+
+def test_add_drop_and_retype_come_from_the_schemas() -> None:
+    before = _table(_column("a"), _column("gone"))
+    after = _table(_column("a", "bigint"), _column("new", "varchar", "varchar(5)"))
+    changes = {(c.kind, c.column) for c in column_changes(before, after, "ALTER TABLE t ...")}
+    assert changes == {("retype", "a"), ("add", "new"), ("drop", "gone")}
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "ALTER TABLE t RENAME COLUMN old TO new",
+        "ALTER TABLE t CHANGE old new INT",
+        "ALTER TABLE `t` CHANGE COLUMN `OLD` `new` INT NULL",
+    ],
+)
+def test_a_rename_comes_from_the_statement(statement: str) -> None:
+    before, after = _table(_column("old")), _table(_column("new"))
+    [change] = column_changes(before, after, statement)
+    assert (change.kind, change.old_name, change.column) == ("rename", "old", "new")
+
+
+def test_without_a_rename_in_the_statement_it_is_a_drop_and_an_add() -> None:
+    before, after = _table(_column("old")), _table(_column("new"))
+    kinds = sorted(
+        c.kind for c in column_changes(before, after, "ALTER TABLE t DROP old, ADD new INT")
+    )
+    assert kinds == ["add", "drop"]
+
+
+def test_a_renamed_column_that_also_changed_type_is_renamed_and_retyped() -> None:
+    before, after = _table(_column("old")), _table(_column("new", "bigint"))
+    kinds = [c.kind for c in column_changes(before, after, "ALTER TABLE t CHANGE old new BIGINT")]
+    assert kinds == ["rename", "retype"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (T.IntegerType(), T.LongType(), True),
+        (T.LongType(), T.IntegerType(), False),
+        (T.IntegerType(), T.IntegerType(), True),
+        (T.FloatType(), T.DoubleType(), True),
+        (T.DoubleType(), T.FloatType(), False),
+        (T.DecimalType(10, 2), T.DecimalType(12, 2), True),
+        (T.DecimalType(10, 2), T.DecimalType(12, 4), True),
+        (T.DecimalType(10, 2), T.DecimalType(10, 3), False),  # loses an integer digit
+        (T.DecimalType(10, 2), T.DecimalType(12, 1), False),  # loses a fraction digit
+        (T.DateType(), T.TimestampNTZType(), True),
+        (T.IntegerType(), T.StringType(), False),
+        (T.TimestampNTZType(), T.TimestampType(), False),
+    ],
+)
+def test_widening(old: T.DataType, new: T.DataType, expected: bool) -> None:
+    assert widens(old, new) is expected
+
+
+def test_a_new_row_key_or_a_narrowing_cannot_be_followed() -> None:
+    before = _table(_column("a", "bigint"))
+    rekeyed = replace(before, key=("id", "a"))
+    assert "row key" in unapplicable(before, rekeyed, [])
+    narrowed = _table(_column("a", "int"))
+    assert "narrowing" in unapplicable(before, narrowed, column_changes(before, narrowed, ""))
+    assert unapplicable(before, _table(_column("a", "bigint"), _column("b")), []) == ""
+
+
+class _Server:
+    """A fake `read_schema`: the server's current tables, counting reads."""
+
+    def __init__(self, **tables: TableSchema | None) -> None:
+        self.tables = tables
+        self.reads: list[str] = []
+
+    def __call__(self, database: str, table: str) -> TableSchema | None:
+        self.reads.append(table)
+        return self.tables.get(table)
+
+
+def _tracker(
+    server: _Server, in_force: dict[str, SchemaEntry], patterns: list[str] | None = None,
+    recorded: dict[tuple[str, int], SchemaEntry] | None = None,
+) -> SchemaTracker:  # fmt: skip
+    saved = recorded or {}
+    return SchemaTracker("db", patterns, in_force, lambda t, o: saved.get((t, o.pos)), server)
+
+
+def test_a_ddl_at_or_before_the_entry_in_force_is_already_in_it() -> None:
+    table = _table(_column("a"))
+    server = _Server(t=_table(_column("a"), _column("b")))
+    tracker = _tracker(server, {"db.t": SchemaEntry(_at(500), table)})
+    assert list(tracker.on_statement("ALTER TABLE t ADD b INT", "db", _at(500))) == []
+    [change] = tracker.on_statement("ALTER TABLE t ADD b INT", "db", _at(600))
+    assert (change.before, change.after) == (table, server.tables["t"])
+    assert tracker.schema("db.t") == server.tables["t"]
+
+
+def test_a_replayed_ddl_takes_the_recorded_schema_not_the_servers() -> None:
+    recorded = SchemaEntry(_at(600), _table(_column("a"), _column("b")))
+    server = _Server(t=_table(_column("c")))  # changed again since
+    tracker = _tracker(server, {"db.t": SchemaEntry(_at(500), _table(_column("a")))},
+                       recorded={("db.t", 600): recorded})  # fmt: skip
+    [change] = tracker.on_statement("ALTER TABLE t ADD b INT", "db", _at(600))
+    assert change.after == recorded.schema and server.reads == []
+
+
+def test_tables_of_other_databases_and_uncaptured_tables_are_ignored() -> None:
+    server = _Server(t=_table(), other=_table(name="other"))
+    tracker = _tracker(server, {"db.t": SchemaEntry(_at(1), _table())}, patterns=["t"])
+    assert list(tracker.on_statement("ALTER TABLE elsewhere.t ADD x INT", "db", _at(9))) == []
+    assert list(tracker.on_statement("ALTER TABLE t ADD x INT", "elsewhere", _at(9))) == []
+    assert list(tracker.on_statement("CREATE TABLE other (id INT)", "db", _at(9))) == []
+    assert list(tracker.on_statement("INSERT INTO t VALUES (1)", "db", _at(9))) == []
+
+
+def test_a_created_table_that_matches_is_captured_and_a_drop_ends_it() -> None:
+    fresh = _table(name="fresh_1")
+    server = _Server(fresh_1=fresh)
+    tracker = _tracker(server, {}, patterns=["fresh_.*"])
+    [created] = tracker.on_statement("CREATE TABLE fresh_1 (id INT PRIMARY KEY)", "db", _at(10))
+    assert (created.kind, created.before, created.after) == ("create", None, fresh)
+    assert tracker.captured() == {"db.fresh_1": fresh}
+    [dropped] = tracker.on_statement(
+        "DROP TABLE `fresh_1` /* generated by server */", "db", _at(20)
+    )
+    assert (dropped.kind, dropped.after) == ("drop", None)
+    assert tracker.captured() == {}
+
+
+def test_rename_table_ends_the_old_name_and_brings_in_a_matching_new_one() -> None:
+    old, new = _table(name="a"), _table(name="b")
+    tracker = _tracker(_Server(b=new), {"db.a": SchemaEntry(_at(1), old)}, patterns=["a", "b"])
+    changes = list(tracker.on_statement("RENAME TABLE a TO b", "db", _at(30)))
+    assert [(c.table, c.kind, c.after) for c in changes] == [
+        ("db.a", "drop", None),
+        ("db.b", "rename", new),
+    ]
