@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
@@ -20,12 +18,3 @@ def table_exists(spark: SparkSession, path: str) -> bool:
     except AnalysisException:
         return False
     return True
-
-
-def remove_table(spark: SparkSession, path: str) -> None:
-    """Delete the Delta table at `path` (any Hadoop file system), and Delta's cached view of it,
-    so a table created there later starts from version 0."""
-    jvm: Any = spark._jvm
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    target.getFileSystem(spark._jsc.hadoopConfiguration()).delete(target, True)
-    jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()

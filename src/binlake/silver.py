@@ -53,7 +53,11 @@ def offset_token(file: Column, pos: Column, row: Column) -> Column:
 
 
 def ensure_silver(
-    spark: SparkSession, config: Config, table: TableSchema, from_bronze: bool
+    spark: SparkSession,
+    config: Config,
+    table: TableSchema,
+    from_bronze: bool,
+    replace: bool = False,
 ) -> None:
     """Create silver once, in one commit: from bronze (rows at their chunk's HW) or empty.
 
@@ -64,7 +68,8 @@ def ensure_silver(
     the file, so only the changed rows are written anew.
     """
     path = silver_path(config, table)
-    if table_exists(spark, path):
+    exists = table_exists(spark, path)
+    if exists and not replace:
         return
     columns = list(table.column_names)
     if from_bronze:
@@ -88,7 +93,8 @@ def ensure_silver(
         .option("delta.enableChangeDataFeed", "true")
         .option("delta.enableDeletionVectors", "true")
         .option("maxRecordsPerFile", SILVER_FILE_ROWS)
-        .mode("errorifexists")
+        .mode("overwrite" if exists else "errorifexists")
+        .option("overwriteSchema", "true")
         .save(path)
     )
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")

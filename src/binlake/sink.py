@@ -219,7 +219,7 @@ def join_ready_tables(
         own = [c for c in chunks if c.table == name]
         marks = ChunkMarks.of([c.range for c in own], [c.hw for c in own if c.hw is not None])
         until = max(position, marks.max_hw)
-        ensure_silver(spark, config, table, from_bronze=True)
+        ensure_silver(spark, config, table, from_bronze=True, replace=True)
         _catch_up(spark, config, spec, table, marks, until)
         joined = registry.read()
         joined[name] = until

@@ -148,12 +148,10 @@ def _chosen(tables: list[TableSchema], only: list[str] | None) -> list[TableSche
 
 
 def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: TableSchema) -> None:
-    """Forget a table's snapshot so it is read again: its ledger rows, bronze, silver and
-    changelog go, and every stream job stops applying it until the new snapshot finishes (then
-    the stream catches it up from the new high watermarks; see `sink.join_ready_tables`)."""
-    from binlake.lake import remove_table
-    from binlake.silver import changelog_path, silver_path
-
+    """Forget a table's snapshot so it is read again: its ledger rows and bronze rows go, and
+    every stream job stops applying it until the new snapshot finishes; then the stream replaces
+    its silver from the new bronze and catches it up from the new high watermarks (see
+    `sink.join_ready_tables`). The changelog keeps the changes applied before the reset."""
     for registry in Path(config.lake.path("_system", "checkpoints")).glob("*/binlake-tables.json"):
         joined = StreamTables(registry.as_posix())
         tables = joined.read()
@@ -162,12 +160,15 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
             joined.write(tables)
             _await_batch_in_flight(registry.parent)
     ledger.forget(table.qualified)
-    for path in (
-        bronze_path(config, table),
-        silver_path(config, table),
-        changelog_path(config, table),
-    ):
-        remove_table(spark, path)
+    # Emptied in place (a new version of the same table), never deleted: Delta keeps a view of
+    # each table per session, which a deleted and re-created table would contradict.
+    (
+        spark.createDataFrame([], bronze_schema(table))
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(bronze_path(config, table))
+    )
     log.info("snapshot: %s reset; its snapshot starts again", table.qualified)
 
 

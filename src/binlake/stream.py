@@ -223,29 +223,38 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
 
 def _follow(query: StreamingQuery, config: Config) -> tuple[int, int]:
     """Wait for the query, logging each batch's progress; (batches, changes) when it ends."""
-    batches = changes = 0
+    totals = [0, 0]
     seen: set[int] = set()
     beat = Path(checkpoint_path(config), HEARTBEAT)
-    while query.isActive:
-        beat.touch()  # a reset waits for this stream's batch in flight (snapshot.reset_table)
-        query.awaitTermination(min(max(int(config.stream.trigger_seconds), 1), 10))
-        for progress in query.recentProgress:
-            if progress["batchId"] in seen:
-                continue
-            seen.add(progress["batchId"])
-            rows = int(progress.get("numInputRows", 0))
-            if rows:
-                batches += 1
-                changes += rows
-                log.info(
-                    "stream batch %d: %d changes, %.0f changes/s, source at %s",
-                    progress["batchId"], rows, progress.get("processedRowsPerSecond") or 0.0,
-                    progress["sources"][0].get("endOffset"),
-                )  # fmt: skip
+    try:
+        while query.isActive:
+            beat.touch()  # a reset waits for this stream's batch in flight (reset_table)
+            query.awaitTermination(min(max(int(config.stream.trigger_seconds), 1), 10))
+            _log_progress(query, seen, totals)
+    finally:
+        beat.unlink(missing_ok=True)
+    _log_progress(query, seen, totals)
     failure = query.exception()
     if failure is not None:
         raise failure
-    return batches, changes
+    return totals[0], totals[1]
+
+
+def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> None:
+    """Log each batch not seen yet; add it to `totals` ([batches, changes])."""
+    for progress in query.recentProgress:
+        if progress["batchId"] in seen:
+            continue
+        seen.add(progress["batchId"])
+        rows = int(progress.get("numInputRows", 0))
+        if rows:
+            totals[0] += 1
+            totals[1] += rows
+            log.info(
+                "stream batch %d: %d changes, %.0f changes/s, source at %s",
+                progress["batchId"], rows, progress.get("processedRowsPerSecond") or 0.0,
+                progress["sources"][0].get("endOffset"),
+            )  # fmt: skip
 
 
 def _binlake_error(text: str) -> BinlakeError | None:
