@@ -75,11 +75,13 @@ class BatchSink:
                 .withColumnRenamed("count", "n").collect()
             }  # fmt: skip
             ddl = [_ddl_record(r) for r in batch.where(F.col("_op") == DDL).collect()]
-            # A table taken out of the job (`snapshot --reset`) after this batch was planned.
+            # Skipped: a table taken out of the job (`snapshot --reset`) after this batch was
+            # planned. A table the batch creates joins by its CREATE.
             joined = self.joined.read()
+            created = {d.table for d in ddl if d.before is None and d.after is not None}
             names = sorted(
                 t for t in {*counts, *(d.table for d in ddl)}
-                if t in joined or t not in self.tables
+                if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             app = f"binlake-{self.config.stream.job_name}"
             steps = self._apply_tables(batch, names, ddl, app, batch_id * 1000)
