@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 
-def table_exists(spark: SparkSession, path: str) -> bool:
-    """Is there a Delta table at `path` now?
+def table_schema(spark: SparkSession, path: str) -> StructType | None:
+    """The schema of the Delta table at `path` now (None: there is none).
 
     Not `DeltaTable.isDeltaTable`: it caches a negative answer per path for the session, so a
     table another process creates later (a snapshot job while `status` runs in a notebook) stays
     invisible. Resolving the schema re-lists the Delta log.
     """
     try:
-        spark.read.format("delta").load(path).schema  # noqa: B018 (resolves the log)
+        return spark.read.format("delta").load(path).schema
     except AnalysisException:
-        return False
-    return True
+        return None
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    return table_schema(spark, path) is not None

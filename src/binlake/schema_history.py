@@ -99,6 +99,10 @@ class SchemaHistory:
         _write_json(self._file(table), [base.to_json()])
 
 
+#: The `StreamTables` file in a stream job's checkpoint folder.
+TABLES_FILE = "binlake-tables.json"
+
+
 class StreamTables:
     """The tables one stream job applies, each from the offset it joined at (`None`: from the
     stream's start). A table joins when its snapshot finishes or when it is created; `--reset`

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 
 from binlake.change_record import typed_image
 from binlake.config import Config
-from binlake.lake import table_exists
+from binlake.lake import table_exists, table_schema
 from binlake.snapshot import bronze_path
 from binlake.source import TableSchema
 from binlake.typemap import exact_key, key_literal, spark_schema
@@ -100,9 +100,12 @@ def ensure_silver(
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
 
 
-def data_columns(spark: SparkSession, path: str) -> T.StructType:
-    """Silver's data columns (its schema without `_binlake_offset`)."""
-    schema = DeltaTable.forPath(spark, path).toDF().schema
+def data_columns(spark: SparkSession, path: str) -> T.StructType | None:
+    """Silver's data columns (its schema without `_binlake_offset`); None if there is no silver
+    table at `path`."""
+    schema = table_schema(spark, path)
+    if schema is None:
+        return None
     return T.StructType([f for f in schema.fields if f.name != OFFSET_COLUMN])
 
 

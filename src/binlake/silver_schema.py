@@ -142,7 +142,8 @@ def _add_column(
     spark: SparkSession, path: str, after: TableSchema, column: str, kind: T.DataType | None
 ) -> None:
     """Add `column` unless silver has it; existing rows take the source's literal default."""
-    if column in data_columns(spark, path).fieldNames() or kind is None:
+    columns = data_columns(spark, path)
+    if columns is None or column in columns.fieldNames() or kind is None:
         return
     spark.sql(f"ALTER TABLE {_sql_path(path)} ADD COLUMNS ({_name(column)} {kind.simpleString()})")
     default = _literal_default(after, column)

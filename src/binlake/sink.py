@@ -26,7 +26,6 @@ from pyspark.sql import functions as F
 from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
 from binlake.errors import BinlakeError
-from binlake.lake import table_exists
 from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
@@ -74,7 +73,7 @@ class BatchSink:
                 for r in batch.where(F.col("_op") != DDL).groupBy("_table").count()
                 .withColumnRenamed("count", "n").collect()
             }  # fmt: skip
-            ddl = [_ddl_record(r) for r in batch.where(F.col("_op") == DDL).collect()]
+            ddl = _ddl_records(batch)
             # Skipped: a table taken out of the job (`snapshot --reset`) after this batch was
             # planned. A table the batch creates joins by its CREATE.
             joined = self.joined.read()
@@ -103,19 +102,14 @@ class BatchSink:
     ) -> list[tuple[str, float]]:  # fmt: skip
         def one(name: str) -> tuple[str, float]:
             own = [d for d in ddl if d.table == name]
-            _, seconds = timed(self._apply_table, batch, name, own, app, version)
+            _, seconds = timed(
+                apply_table_changes, batch.sparkSession, self.config, self.history, self.joined,
+                batch, name, own, f"{app}-{name}", version,
+            )  # fmt: skip
             return name, seconds
 
         with ThreadPoolExecutor(max_workers=max(min(len(names), 8), 1)) as pool:
             return list(pool.map(one, names))
-
-    def _apply_table(
-        self, batch: DataFrame, name: str, ddl: list[SchemaChangeRecord], app: str, version: int
-    ) -> None:
-        apply_table_changes(
-            batch.sparkSession, self.config, self.history, self.joined, batch, name, ddl,
-            f"{app}-{name}", version,
-        )  # fmt: skip
 
 
 def apply_table_changes(
@@ -135,12 +129,13 @@ def apply_table_changes(
     for index, (low, high) in enumerate(zip([None, *bounds], [*bounds, None], strict=True)):
         segment = rows
         if low is not None:
-            segment = segment.where(F.col("_offset") > _token(low))
+            segment = segment.where(F.col("_offset") > position_token(low, 0))
         if high is not None:
-            segment = segment.where(F.col("_offset") < _token(high))
+            segment = segment.where(F.col("_offset") < position_token(high, 0))
         schema = _segment_schema(history, name, ddl, index)
-        if schema is not None and table_exists(spark, path := silver_path(config, schema)):
-            TableApply(config, schema, data_columns(spark, path))(segment, app, version + index)
+        columns = data_columns(spark, silver_path(config, schema)) if schema else None
+        if schema is not None and columns is not None:
+            TableApply(config, schema, columns)(segment, app, version + index)
         if index < len(ddl):
             _apply_ddl(spark, config, history, joined, ddl[index])
 
@@ -172,8 +167,10 @@ def _apply_ddl(
         joined.write(tables)
 
 
-def _token(offset: BinlogOffset) -> str:
-    return position_token(offset, 0)
+def _ddl_records(batch: DataFrame) -> list[SchemaChangeRecord]:
+    """The batch's DDL rows in binlog order (each table's segments are cut at them)."""
+    rows = batch.where(F.col("_op") == DDL).collect()
+    return sorted((_ddl_record(r) for r in rows), key=lambda d: d.offset)
 
 
 def _ddl_record(row: Row) -> SchemaChangeRecord:
@@ -256,7 +253,7 @@ def _catch_up(
     only = replace(spec, marks={name: marks})
     batches = list(read_range(only, partition))
     frame = _frame(spark, batches)
-    ddl = [_ddl_record(r) for r in frame.where(F.col("_op") == DDL).orderBy("_offset").collect()]
+    ddl = _ddl_records(frame)
     app = f"binlake-{config.stream.job_name}-join-{name}"
     apply_table_changes(
         spark, config, history, StreamTables(spec.tables_path), frame, name, ddl, app,

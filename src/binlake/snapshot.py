@@ -33,7 +33,7 @@ from binlake.errors import ConfigError, SourceError
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
-from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
+from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
 from binlake.source import TableSchema, connection, current_offset, validate
 from binlake.typemap import spark_schema
 
@@ -152,7 +152,7 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     every stream job stops applying it until the new snapshot finishes; then the stream replaces
     its silver from the new bronze and catches it up from the new high watermarks (see
     `sink.join_ready_tables`). The changelog keeps the changes applied before the reset."""
-    for registry in Path(config.lake.path("_system", "checkpoints")).glob("*/binlake-tables.json"):
+    for registry in Path(config.lake.path("_system", "checkpoints")).glob(f"*/{TABLES_FILE}"):
         joined = StreamTables(registry.as_posix())
         tables = joined.read()
         if table.qualified in tables:

@@ -26,7 +26,7 @@ from binlake.config import Config, SourceConfig
 from binlake.errors import BinlakeError, SnapshotIncompleteError
 from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import BinlogOffset
-from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
+from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver
 from binlake.sink import BatchSink, join_ready_tables
 from binlake.snapshot import HEARTBEAT, ledger_path, schema_history, with_resolved_password
@@ -58,10 +58,11 @@ def checkpoint_offset(config: Config) -> BinlogOffset | None:
     return None
 
 
-def stream_tables(config: Config, job: str | None = None) -> StreamTables:
-    """The tables stream job `job` applies (see `StreamTables`)."""
-    name = job or config.stream.job_name
-    return StreamTables(config.lake.path("_system", "checkpoints", name, "binlake-tables.json"))
+def stream_tables(config: Config) -> StreamTables:
+    """The tables this config's stream job applies (see `StreamTables`)."""
+    return StreamTables(
+        config.lake.path("_system", "checkpoints", config.stream.job_name, TABLES_FILE)
+    )
 
 
 def _created_while_streaming(history: SchemaHistory, table: str) -> bool:

@@ -37,13 +37,17 @@ _SPARK_TYPES = {
 }
 
 
-def _seed(sql: Any, rows: int) -> None:
+def _seed(sql: Any, rows: int, copy: str | None = None) -> None:
+    """`items` with `rows` rows (and a second table `copy` holding the same rows)."""
     sql(ITEMS)
     values = ", ".join(
         f"({i}, 'item{i}', {i % 17}, {i}.25, {'NULL' if i % 5 else repr(f'n{i}')})"
         for i in range(1, rows + 1)
     )
     sql(f"INSERT INTO items VALUES {values}")
+    if copy is not None:
+        sql(ITEMS.replace("items", copy))
+        sql(f"INSERT INTO `{copy}` SELECT * FROM items")
 
 
 class Racer:
@@ -250,9 +254,7 @@ def test_narrowing_stops_with_the_remedy(spark: Any, sql: Any, make_config: Any)
 def test_table_added_to_the_config_joins_without_losing_changes(
     spark: Any, sql: Any, make_config: Any, racer: Any
 ) -> None:
-    _seed(sql, 200)
-    sql(ITEMS.replace("items", "later"))
-    sql("INSERT INTO later SELECT * FROM items")
+    _seed(sql, 200, copy="later")
     config = make_config(source={"tables": ["items"]})
     jobs.snapshot(spark, config)
     _stream(spark, config)
@@ -273,9 +275,7 @@ def test_table_added_to_the_config_joins_without_losing_changes(
 def test_reset_of_one_table_while_the_stream_keeps_running(
     spark: Any, sql: Any, make_config: Any, racer: Any
 ) -> None:
-    _seed(sql, 200)
-    sql(ITEMS.replace("items", "other"))
-    sql("INSERT INTO other SELECT * FROM items")
+    _seed(sql, 200, copy="other")
     config = make_config(stream={"trigger_interval": "1s"})
     jobs.snapshot(spark, config)
     running = threading.Thread(target=jobs.stream, args=(spark, config), daemon=True)
