@@ -7,7 +7,7 @@ export BINLAKE_IVY_DIR := $(CURDIR)/.cache/ivy
 export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 DB_ENV = eval "$$(scripts/db.sh env)"
 
-.PHONY: help setup db-up db-down test lint unit integration run bench clean
+.PHONY: help setup db-up db-down test lint unit integration run bench soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -55,6 +55,9 @@ run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, 
 
 bench: setup db-up ## Throughput benchmark (BENCH_ROWS rows, default 1,000,000)
 	$(DB_ENV) && $(PY) -m bench.run
+
+soak: setup db-up ## 10-minute continuous stream under sustained writes: memory and lag (SOAK_S, SOAK_RATE)
+	$(DB_ENV) && $(PY) -m bench.soak
 
 clean: ## Remove the lakehouse and caches (keeps the venv and the database)
 	rm -rf lakehouse .pytest_cache .mypy_cache .ruff_cache

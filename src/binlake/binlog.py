@@ -27,17 +27,26 @@ from pymysqlreplication.row_event import (
 
 from binlake.changes import Op, Row, RowChange
 from binlake.config import SourceConfig
-from binlake.errors import BinlogPurgedError, SourceError
+from binlake.errors import BinlogPurgedError, SourceConnectionError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition
+from binlake.reconnect import MAX_BACKOFF_S, is_transient
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
 from binlake.schema_history import SchemaChange, SchemaTracker
-from binlake.source import Column, Connection, TableSchema, binlog_files, connection
+from binlake.source import (
+    Column,
+    Connection,
+    TableSchema,
+    binlog_files,
+    connection,
+    tls_options,
+)
 
 log = logging.getLogger(__name__)
 
 # Errors the server sends on the replication connection.
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find first log file name"
 ER_CONNECTION_KILLED = 4052  # MariaDB: another replica connected with our server_id
+ER_SPECIFIC_ACCESS_DENIED = 1227  # e.g. a binlog dump without REPLICATION SLAVE
 
 
 #: Column attributes of python-mysql-replication's table map that shape a row image.
@@ -129,6 +138,7 @@ def _open(
             "user": source.user,
             "password": source.resolve_password(),
             "charset": "utf8mb4",
+            **tls_options(source, "pymysql"),
         },
         server_id=server_id,
         resume_stream=True,
@@ -155,6 +165,27 @@ def check_available(source: SourceConfig, start: BinlogOffset) -> None:
             "tables, then run `binlake snapshot`), and keep binlogs longer "
             "(binlog_expire_logs_seconds)"
         )
+
+
+def check_binlog_dump(
+    source: SourceConfig, server_id: int, head: BinlogOffset, account: str
+) -> None:
+    """Open a binlog dump at `head` as the job's readers do and take its first event: the
+    server refuses the dump without REPLICATION SLAVE (however the user holds it: directly,
+    through a role, through ALL PRIVILEGES). Non-blocking, from the head: nothing is decoded."""
+    stream = _open(source, server_id, head)
+    try:
+        next(iter(stream), None)
+    except pymysql.err.MySQLError as exc:
+        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
+            raise SourceError(
+                f"the source user {account} may not read the binlog (a binlog dump needs "
+                f"REPLICATION SLAVE): run `GRANT REPLICATION SLAVE ON *.* TO {account}` "
+                "(MariaDB and MySQL alike)"
+            ) from None
+        raise
+    finally:
+        stream.close()
 
 
 def read_changes(
@@ -194,30 +225,48 @@ def _read(reader: _Reader, blocking: bool) -> Iterator[RowChange | SchemaChange]
     """Run `reader` to its stop offset, resuming it after dropped connections.
 
     With a `stop`, the read reaches `stop` or fails: a server serves only the binlog bytes it
-    has synced, and a connection can drop, so a read that ends early is resumed where it ended
-    until `stop` is reached or `READ_DEADLINE_S` passes without progress. Without a `stop`,
-    non-blocking reads end at the binlog's current end and blocking reads wait for new events.
+    has synced, so a read that ends early is resumed where it ended until `stop` is reached or
+    `READ_DEADLINE_S` passes without progress. A connection the source drops or refuses (a
+    restart, a `KILL`) is reconnected with backoff for `source.reconnect_timeout_s` without
+    progress. Without a `stop`, non-blocking reads end at the binlog's current end and blocking
+    reads wait for new events.
     """
     stop = reader.stop
-    deadline = time.monotonic() + READ_DEADLINE_S
+    progressed = time.monotonic()
+    failures = 0
     while True:
         before = reader.reached
         try:
             yield from reader.read(blocking)
         except pymysql.err.OperationalError as exc:
-            if exc.args and exc.args[0] in _TRANSIENT and time.monotonic() < deadline:
-                log.warning("binlog read from %s interrupted (%s); resuming", reader.reached, exc)
-                continue
-            raise _replication_error(exc, reader.reached, reader.server_id) from None
+            if reader.reached != before:
+                progressed, failures = time.monotonic(), 0
+            if not is_transient(exc):
+                raise _replication_error(exc, reader.reached, reader.server_id) from None
+            window = reader.source.reconnect_timeout_s
+            if time.monotonic() - progressed >= window:
+                raise SourceConnectionError(
+                    f"the binlog read from {reader.reached} lost the source and could not "
+                    f"reconnect within source.reconnect_timeout_s={window:g} s ({exc.args[-1]}); "
+                    "once it is back, run the same command again: it resumes where it stopped"
+                ) from None
+            failures += 1
+            pause = min(MAX_BACKOFF_S, 0.2 * 2**failures)
+            log.warning(
+                "binlog read from %s interrupted (%s); reconnecting in %.1f s",
+                reader.reached, exc, pause,
+            )  # fmt: skip
+            time.sleep(pause)
+            continue
         if reader.done:
             return
         if reader.reached != before:
-            deadline = time.monotonic() + READ_DEADLINE_S
-        elif time.monotonic() >= deadline:
+            progressed = time.monotonic()
+        elif time.monotonic() - progressed >= READ_DEADLINE_S:
             raise SourceError(
                 f"the binlog read ended at {reader.reached} before its stop offset {stop} and "
                 f"made no progress for {READ_DEADLINE_S:.0f} s: the source serves its binlog "
-                "only up to what it has synced, or the connection keeps dropping"
+                "only up to what it has synced"
             )
         time.sleep(0.05)
 
@@ -231,8 +280,6 @@ _READ_EVENTS = [
 ]  # fmt: skip
 #: A schema-following read also reads DDL (QUERY events; BEGIN is one too, and is skipped).
 _FOLLOW_EVENTS = [*_READ_EVENTS, QueryEvent]
-#: Connection errors a binlog read resumes from (lost, gone away, cannot connect yet).
-_TRANSIENT = {2003, 2006, 2013}
 
 
 class _Reader:
@@ -355,17 +402,22 @@ def _replication_error(
     exc: pymysql.err.OperationalError, start: BinlogOffset, server_id: int
 ) -> SourceError:
     code = exc.args[0] if exc.args else None
-    if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
-        return BinlogPurgedError(
-            f"the source cannot serve its binlog from {start} ({exc.args[-1]}): the file was "
-            "purged or the offset is invalid; re-snapshot the tables"
-        )
-    if code == ER_CONNECTION_KILLED:
+    detail = str(exc.args[-1]) if exc.args else str(exc)
+    # MariaDB evicts the older reader with 4052; MySQL sends 1236, the code of a purged binlog,
+    # with this text: tell the two apart, or a collision reads as lost data.
+    if code == ER_CONNECTION_KILLED or "same server_uuid/server_id" in detail:
         return SourceError(
             f"another binlog reader connected with server_id {server_id} and evicted this one: "
-            "give every binlake job its own source.server_id_range"
+            "give every binlake job its own source.server_id_range, apart from the source's "
+            "replicas (SHOW SLAVE HOSTS)"
         )
-    return SourceError(f"reading the binlog from {start} failed: {exc.args[-1]}")
+    if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+        return BinlogPurgedError(
+            f"the source cannot serve its binlog from {start} ({detail}): the file was "
+            "purged or the offset is invalid; re-snapshot the tables "
+            "(`binlake snapshot --tables T --reset`)"
+        )
+    return SourceError(f"reading the binlog from {start} failed: {detail}")
 
 
 def first_offset_at_or_after(source: SourceConfig, server_id: int, when: datetime) -> BinlogOffset:

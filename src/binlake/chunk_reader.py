@@ -21,6 +21,7 @@ the keys the binlog window changed (the rows of those keys are replaced by their
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from contextlib import ExitStack
@@ -37,9 +38,10 @@ from binlake.config import SourceConfig
 from binlake.errors import SourceError
 from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
+from binlake.reconnect import is_transient, reconnecting
 from binlake.source import (
     TableSchema,
-    bulk_connection,
+    bulk_connect,
     connection,
     current_offset,
     query,
@@ -171,17 +173,43 @@ class ChunkReader:
         self._stack = ExitStack()
 
     def __enter__(self) -> ChunkReader:
+        # PyMySQL's connection reconnects by itself (`source.Connection.query`).
         self.conn = self._stack.enter_context(connection(self.source))
-        self.bulk = self._stack.enter_context(bulk_connection(self.source))
+        self.bulk: Any = None
         self.order = key_order(self.conn, self.table)
         # MariaDB and Percona Server: LW from the snapshot itself; MySQL: waited for, before it.
         self.exact_lw = reports_snapshot_offset(self.conn)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._drop_bulk()
         self._stack.close()
 
     def read(self, chunk_id: int, chunk: ChunkRange) -> ChunkRead:
+        """The chunk at its high watermark. A connection the source drops on the way (a restart,
+        a `KILL`) costs a new read on a new connection: with its own watermarks it is as exact
+        as the first would have been, so nothing of the failed one is kept."""
+        what = f"reading chunk {chunk_id} of {self.table.qualified}"
+        retrying = reconnecting(what, self.source.reconnect_timeout_s)
+        return retrying(self._read_on_live_connection, chunk_id, chunk)
+
+    def _read_on_live_connection(self, chunk_id: int, chunk: ChunkRange) -> ChunkRead:
+        if self.bulk is None:
+            self.bulk = bulk_connect(self.source)
+        try:
+            return self._read(chunk_id, chunk)
+        except Exception as exc:
+            if is_transient(exc):
+                self._drop_bulk()
+            raise
+
+    def _drop_bulk(self) -> None:
+        if self.bulk is not None:
+            with contextlib.suppress(Exception):  # already broken: closing it is a formality
+                self.bulk.close()
+            self.bulk = None
+
+    def _read(self, chunk_id: int, chunk: ChunkRange) -> ChunkRead:
         table, name = self.table, self.table.qualified
         log.debug("Snapshot step 1 - Determining low watermark for %s chunk %d", name, chunk_id)
         settled = None if self.exact_lw else _settled_offset(self.conn)

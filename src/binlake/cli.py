@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
 
 from binlake.config import Config, load_config, parse_config
@@ -79,7 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Exit code of an exception binlake did not anticipate (sysexits' EX_SOFTWARE): a bug.
+UNEXPECTED_EXIT = 70
+#: Commands whose source (and, for writers, lake root) is checked before Spark starts.
+_PREFLIGHT = {"snapshot", "stream", "run", "verify"}
+_WRITES_LAKE = {"snapshot", "stream", "run"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every failure ends in one `binlake: error:` line and its exit code
+    (`BinlakeError.exit_code`, `UNEXPECTED_EXIT` for anything else), never a traceback unless
+    `-v` asks for it."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -88,30 +99,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        if args.command == "bundle":
-            from binlake.bundle.cli import main as bundle_main
-
-            return bundle_main(args.bundle_args)
-        if args.command == "snapshot" and args.reset and not args.tables:
-            raise ConfigError("--reset needs --tables naming the tables to snapshot again")
-        config = config_from_args(args)
-        from binlake import jobs
-        from binlake.spark import get_or_create
-
-        spark = get_or_create()
-        if args.command == "snapshot":
-            jobs.snapshot(spark, config, args.tables, args.reset)
-        elif args.command == "stream":
-            jobs.stream(spark, config, available_now=args.available_now)
-        elif args.command == "run":
-            jobs.run(spark, config)
-        elif args.command == "status":
-            print(jobs.status(spark, config))
-        elif args.command == "verify":
-            return jobs.verify(spark, config)
+        return _run_command(args)
     except BinlakeError as exc:
-        print(f"binlake: error: {exc}", file=sys.stderr)
-        return 2
+        message = " ".join(str(exc).splitlines())  # one line, whatever the message holds
+        print(f"binlake: error: {message}", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        first = next(iter(str(exc).strip().splitlines()), "")
+        hint = "" if args.verbose else " (run with -v for the traceback)"
+        print(f"binlake: error: unexpected {type(exc).__name__}: {first}{hint}", file=sys.stderr)
+        return UNEXPECTED_EXIT
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    if args.command == "bundle":
+        from binlake.bundle.cli import main as bundle_main
+
+        return bundle_main(args.bundle_args)
+    if args.command == "snapshot" and args.reset and not args.tables:
+        raise ConfigError("--reset needs --tables naming the tables to snapshot again")
+    config = config_from_args(args)
+    if args.command in _PREFLIGHT:
+        # Before the JVM: bad input ends in seconds, with nothing written.
+        from binlake.preflight import preflight
+
+        stream_id = config.stream_server_id if args.command == "stream" else None
+        preflight(config, args.command in _WRITES_LAKE, getattr(args, "tables", None), stream_id)
+    from binlake import jobs
+    from binlake.spark import get_or_create
+
+    spark = get_or_create()
+    if args.command == "snapshot":
+        jobs.snapshot(spark, config, args.tables, args.reset)
+    elif args.command == "stream":
+        jobs.stream(spark, config, available_now=args.available_now)
+    elif args.command == "run":
+        jobs.run(spark, config)
+    elif args.command == "status":
+        print(jobs.status(spark, config))
+    elif args.command == "verify":
+        return jobs.verify(spark, config)
     return 0
 
 

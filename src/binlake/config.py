@@ -7,6 +7,7 @@ environment variable; an inline `source.password` is accepted for local use but 
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from datetime import datetime
@@ -35,6 +36,10 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: `source.tls`: the MySQL client's `--ssl-mode`s, in order of strength.
+TlsMode = Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"]
+
+
 class SourceConfig(_Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 3306
@@ -49,7 +54,22 @@ class SourceConfig(_Section):
     #: Replica server ids for binlog connections: the snapshot uses one per parallel reader,
     #: the stream uses the last id of the range. Two connections with one id evict each other.
     server_id_range: tuple[int, int] = (5400, 5499)
-    connect_timeout_s: float = 10.0
+    #: Seconds to wait for the server to answer a connection (whole seconds: the drivers take an
+    #: integer), so an unreachable host fails fast instead of hanging.
+    connect_timeout_s: Annotated[float, Field(ge=1)] = 10.0
+    #: How long a running job waits for a source that went away (a restart, a failover, killed
+    #: sessions), reconnecting with backoff, before it stops; 0 stops at the first error.
+    reconnect_timeout_s: Annotated[float, Field(ge=0)] = 300.0
+    #: TLS to the source, with the MySQL client's modes: `preferred` uses TLS when the server
+    #: offers it (unverified), `required` refuses a server without TLS, `verify_ca` also checks
+    #: the certificate chain against `tls_ca` (else the system's CAs), `verify_identity` also
+    #: checks that the certificate names `host`.
+    tls: TlsMode = "preferred"
+    #: PEM file of the CA(s) that sign the server's certificate, for the verify modes.
+    tls_ca: str | None = None
+    #: A client certificate and its key (PEM), for accounts that require X509.
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     @field_validator("server_id_range")
     @classmethod
@@ -58,6 +78,32 @@ class SourceConfig(_Section):
         if not 1 <= low <= high < 2**32:
             raise ValueError(f"must be [low, high] with 1 <= low <= high < 2^32, got {list(value)}")
         return value
+
+    @field_validator("tls_ca", "tls_cert", "tls_key")
+    @classmethod
+    def _pem_file(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_file():
+            raise ValueError(f"expected a PEM file, but {value!r} is not a file")
+        return value
+
+    @model_validator(mode="after")
+    def _tls_consistent(self) -> SourceConfig:
+        """Refuse TLS files the mode would ignore: a CA that checks nothing, or a client
+        certificate never sent, is a security setting that silently does not apply."""
+        if self.tls_ca is not None and self.tls not in ("verify_ca", "verify_identity"):
+            raise ValueError(
+                f"source.tls_ca is set but source.tls is {self.tls}, which does not check the "
+                "server's certificate: set source.tls to verify_ca or verify_identity, or "
+                "remove source.tls_ca"
+            )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("source.tls_cert and source.tls_key go together: set both or neither")
+        if self.tls_cert is not None and self.tls in ("disabled", "preferred"):
+            raise ValueError(
+                f"source.tls_cert is set but source.tls is {self.tls}: a client certificate "
+                "needs source.tls required, verify_ca or verify_identity"
+            )
+        return self
 
     def resolve_password(self) -> str:
         """The password, read from the environment at the moment it is needed."""
@@ -217,10 +263,33 @@ def parse_config(raw: dict[str, Any], overrides: dict[str, str] | None = None) -
         return Config.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+            _problem(err["loc"], err["type"], err["msg"])
             for err in exc.errors(include_url=False, include_input=False)
         )
         raise ConfigError(f"invalid config: {problems}") from None
+
+
+def _problem(loc: tuple[int | str, ...], kind: str, message: str) -> str:
+    """One validation error as `dotted.key: what is wrong`, without the input (it may be a
+    secret); an unknown key or section gets the closest known name of its section."""
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    if kind == "extra_forbidden":
+        what = "unknown section" if len(loc) == 1 else "unknown key"
+        return f"{where}: {what}{_did_you_mean(loc)}"
+    return f"{where}: {message.removeprefix('Value error, ')}"
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """` (did you mean 'chunk_size'?)` for a misspelt key, from its section model's fields."""
+    model: type[BaseModel] = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        inner = field.annotation if field is not None else None
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            return ""
+        model = inner
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _apply_overrides(raw: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:

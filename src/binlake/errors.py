@@ -1,34 +1,63 @@
 """One error family: every failure binlake reports on purpose is a `BinlakeError`.
 
 Messages say what was expected, what was found and what to do; they never contain secrets.
+Each kind of failure has its own `exit_code`, so a scheduler or a script can tell a typo in the
+config from a source that is down without parsing the message (README, "Exit codes").
 """
 
 
 class BinlakeError(Exception):
-    """Root of binlake's errors; the CLI prints these as one line and exits 2."""
+    """Root of binlake's errors; the CLI prints these as one line and exits with `exit_code`."""
+
+    exit_code = 2
 
 
 class ConfigError(BinlakeError):
     """The configuration file is missing, malformed or inconsistent."""
 
+    exit_code = 2
+
 
 class SourceError(BinlakeError):
-    """The source database cannot be used as configured (connection, binlog settings, privileges,
-    tables, keys)."""
+    """The source database cannot be used as configured (binlog settings, privileges, tables,
+    keys, column types)."""
+
+    exit_code = 4
+
+
+class SourceConnectionError(SourceError):
+    """The source cannot be reached or refuses the login: a network, host, port or credential
+    problem rather than one of the database's contents."""
+
+    exit_code = 3
 
 
 class BinlogPurgedError(SourceError):
     """A start offset points into binlog the source has already purged: data would be lost."""
 
+    exit_code = 6
+
 
 class SnapshotIncompleteError(BinlakeError):
     """The stream cannot start because the snapshot's ledger is not complete."""
+
+    exit_code = 8
 
 
 class LedgerError(BinlakeError):
     """The chunk ledger disagrees with the configuration (for example a changed split key)."""
 
+    exit_code = 9
+
 
 class SchemaChangeError(BinlakeError):
     """The stream stopped before a DDL: `stream.schema_changes: stop`, or a change silver cannot
     follow (a new row key, a narrowed or incompatible column type)."""
+
+    exit_code = 7
+
+
+class LakeError(BinlakeError):
+    """The lake root cannot be written (a file in its way, no permission, a read-only disk)."""
+
+    exit_code = 5

@@ -182,7 +182,7 @@ def _legacy_temporal(table: TableSchema, column: Column, kind: int) -> _Code:
         raise SourceError(
             f"column {table.qualified}.{column.name} uses the pre-5.6 temporal format with "
             "fractional seconds, which binlake cannot decode: convert it with "
-            f"`ALTER TABLE {table.sql_name} FORCE` (with mysql56_temporal_format=ON on MariaDB), "
+            f"`ALTER TABLE {table.typed_name} FORCE` (with mysql56_temporal_format=ON on MariaDB), "
             "then re-snapshot the table"
         )
     if kind == DATETIME:

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 
 from binlake.change_record import typed_image
 from binlake.config import Config
-from binlake.lake import table_exists, table_schema
+from binlake.lake import column_mapping, column_name, table_exists, table_schema
 from binlake.snapshot import bronze_path
 from binlake.source import TableSchema
 from binlake.typemap import exact_key, key_literal, spark_schema
@@ -59,7 +59,8 @@ def ensure_silver(
     from_bronze: bool,
     replace: bool = False,
 ) -> None:
-    """Create silver once, in one commit: from bronze (rows at their chunk's HW) or empty.
+    """Create silver once, in one commit (two for names that need column mapping): from
+    bronze (rows at their chunk's HW) or empty.
 
     Rows are laid out in key order, `SILVER_FILE_ROWS` per file, so each file covers a narrow,
     disjoint key range: a MERGE of a few changed keys then reads and touches only their files
@@ -74,10 +75,10 @@ def ensure_silver(
     columns = list(table.column_names)
     if from_bronze:
         bronze = spark.read.format("delta").load(bronze_path(config, table))
-        key = [F.col(f"`{k}`") for k in table.key]
+        key = [F.col(column_name(k)) for k in table.key]
         initial = (
             bronze.select(
-                *columns,
+                *[F.col(column_name(c)) for c in columns],
                 offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
             )
             .repartitionByRange(*key)
@@ -88,16 +89,28 @@ def ensure_silver(
             [*spark_schema(table).fields, T.StructField(OFFSET_COLUMN, T.StringType())]
         )
         initial = spark.createDataFrame([], schema)
+    mapping = column_mapping(columns)
+    if mapping and not exists and from_bronze:
+        # Delta refuses a table's first commit holding rows when it maps columns by name and
+        # has the Change Data Feed on (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION): such a
+        # table is created empty, then filled.
+        _save_silver(spark.createDataFrame([], initial.schema), path, mapping, "errorifexists")
+        exists = True
+    _save_silver(initial, path, mapping, "overwrite" if exists else "errorifexists")
+    log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
+
+
+def _save_silver(frame: DataFrame, path: str, mapping: dict[str, str], mode: str) -> None:
     (
-        initial.write.format("delta")
+        frame.write.format("delta")
         .option("delta.enableChangeDataFeed", "true")
         .option("delta.enableDeletionVectors", "true")
         .option("maxRecordsPerFile", SILVER_FILE_ROWS)
-        .mode("overwrite" if exists else "errorifexists")
+        .options(**mapping)
+        .mode(mode)
         .option("overwriteSchema", "true")
         .save(path)
     )
-    log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
 
 
 def data_columns(spark: SparkSession, path: str) -> T.StructType | None:
@@ -184,6 +197,7 @@ class TableApply:
             .write.format("delta")
             .mode("append")
             .option("mergeSchema", "true")
+            .options(**column_mapping(self.columns.fieldNames()))
             .option("txnAppId", app)
             .option("txnVersion", version)
             .save(changelog_path(self.config, self.table))
@@ -194,16 +208,18 @@ class TableApply:
         names = self.columns.fieldNames()
         flat = typed.select(
             "_op", F.col("_offset").alias(OFFSET_COLUMN), image.alias("_image")
-        ).select("_op", OFFSET_COLUMN, *[F.col(f"_image.`{c}`").alias(c) for c in names])
-        latest = Window.partitionBy(*[F.col(f"`{k}`") for k in self.table.key]).orderBy(
+        ).select("_op", OFFSET_COLUMN, *[F.col(f"_image.{column_name(c)}").alias(c) for c in names])
+        latest = Window.partitionBy(*[F.col(column_name(k)) for k in self.table.key]).orderBy(
             F.col(OFFSET_COLUMN).desc()
         )
         collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
         on = F.lit(True)
         for k in self.table.key:
-            on = on & (F.col(f"t.`{k}`") == F.col(f"s.`{k}`"))
+            on = on & (F.col(f"t.{column_name(k)}") == F.col(f"s.{column_name(k)}"))
         on = on & self._target_keys(summary)
-        values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in (*names, OFFSET_COLUMN)}
+        values: dict[str, str | Column] = {
+            column_name(c): f"s.{column_name(c)}" for c in (*names, OFFSET_COLUMN)
+        }
         newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
         (
             DeltaTable.forPath(typed.sparkSession, silver_path(self.config, self.table))
@@ -223,18 +239,18 @@ class TableApply:
         keys = summary["keys"] if len(key) == 1 else None
         if keys is not None and len(keys) <= MERGE_KEY_LIST_LIMIT:
             kind = self._key_type(key[0])
-            return F.col(f"t.`{key[0]}`").isin([key_literal(k, kind) for k in keys])
+            return F.col(f"t.{column_name(key[0])}").isin([key_literal(k, kind) for k in keys])
         within = F.lit(True)
         for j, k in enumerate(key):
             kind = self._key_type(k)
             low, high = (key_literal(summary[f"{e}_{j}"], kind) for e in ("lo", "hi"))
-            within = within & F.col(f"t.`{k}`").between(low, high)
+            within = within & F.col(f"t.{column_name(k)}").between(low, high)
         return within
 
 
 def _key_of(key: str) -> Column:
     """A change's key column value (after image; before image for deletes)."""
-    return F.coalesce(F.col(f"_after.`{key}`"), F.col(f"_before.`{key}`"))
+    return F.coalesce(F.col(f"_after.{column_name(key)}"), F.col(f"_before.{column_name(key)}"))
 
 
 def timed(step: Callable[..., Any], *args: Any) -> tuple[Any, float]:

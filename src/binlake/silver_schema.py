@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from binlake.config import Config
 from binlake.errors import SchemaChangeError
-from binlake.lake import table_exists
+from binlake.lake import column_mapping, column_name, table_exists
 from binlake.offsets import BinlogOffset
 from binlake.schema_changes import ColumnChange, column_changes, unapplicable
 from binlake.silver import changelog_path, data_columns, ensure_silver, silver_path
@@ -53,10 +53,6 @@ class SchemaChangeRecord:
 
 def _sql_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
-
-
-def _name(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
 
 
 def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChangeRecord) -> None:
@@ -117,25 +113,25 @@ def _apply_column_change(
         _add_column(spark, path, after, change.column, change.new_type)
     elif change.kind == "drop" and evolve:
         _enable_column_mapping(spark, path)
-        spark.sql(f"ALTER TABLE {table} DROP COLUMN {_name(change.column)}")
+        spark.sql(f"ALTER TABLE {table} DROP COLUMN {column_name(change.column)}")
     elif change.kind == "rename" and change.old_name is not None:
         if evolve:
             _enable_column_mapping(spark, path)
             spark.sql(
-                f"ALTER TABLE {table} RENAME COLUMN {_name(change.old_name)} TO "
-                f"{_name(change.column)}"
+                f"ALTER TABLE {table} RENAME COLUMN {column_name(change.old_name)} TO "
+                f"{column_name(change.column)}"
             )
         else:
             _add_column(spark, path, after, change.column, change.old_type)
             DeltaTable.forPath(spark, path).update(
-                set={_name(change.column): F.col(_name(change.old_name))}
+                set={column_name(change.column): F.col(column_name(change.old_name))}
             )
     elif change.kind == "retype" and change.new_type is not None:
         _widen(spark, path, change.column, change.new_type)
         changelog = changelog_path(config, after)
         if table_exists(spark, changelog):
             for side in ("_before", "_after"):
-                _widen(spark, changelog, f"{side}.{_name(change.column)}", change.new_type)
+                _widen(spark, changelog, f"{side}.{column_name(change.column)}", change.new_type)
 
 
 def _add_column(
@@ -145,10 +141,14 @@ def _add_column(
     columns = data_columns(spark, path)
     if columns is None or column in columns.fieldNames() or kind is None:
         return
-    spark.sql(f"ALTER TABLE {_sql_path(path)} ADD COLUMNS ({_name(column)} {kind.simpleString()})")
+    if column_mapping([column]):  # a name Delta takes only with columns mapped by name
+        _enable_column_mapping(spark, path)
+    spark.sql(
+        f"ALTER TABLE {_sql_path(path)} ADD COLUMNS ({column_name(column)} {kind.simpleString()})"
+    )
     default = _literal_default(after, column)
     if default is not None:
-        DeltaTable.forPath(spark, path).update(set={_name(column): F.lit(default).cast(kind)})
+        DeltaTable.forPath(spark, path).update(set={column_name(column): F.lit(default).cast(kind)})
 
 
 def _literal_default(table: TableSchema, column: str) -> str | None:

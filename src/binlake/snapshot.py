@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pymysql
-from delta.tables import DeltaTable
 from pyspark import TaskContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +29,7 @@ from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
 from binlake.errors import ConfigError, SourceError
+from binlake.lake import column_mapping
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
@@ -95,7 +95,7 @@ def run_snapshot(
     with connection(source) as conn:
         # Read before the schemas: a DDL after it is one the stream meets (schema_history).
         schemas_at = current_offset(conn)
-        tables = _chosen(validate(conn, config), only)
+        tables = chosen_tables(validate(conn, config), only)
         ledger = Ledger(spark, ledger_path(config))
         if reset:
             for table in tables:
@@ -133,7 +133,7 @@ def run_snapshot(
     return summary
 
 
-def _chosen(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:
+def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:
     """The captured tables `--tables` names (all of them without it)."""
     if only is None:
         return tables
@@ -202,9 +202,16 @@ def _await_batch_in_flight(checkpoint: Path) -> None:
 
 def with_resolved_password(source: SourceConfig) -> SourceConfig:
     """Resolve the password once on the driver, so Spark tasks need no environment of their own.
-    It stays a SecretStr: never printed, never logged."""
+    It stays a SecretStr: never printed, never logged.
+
+    The tasks' pickled functions carry it to the JVM through py4j, which logs every command it
+    sends (base64 bytes included) at DEBUG: py4j's logger is held at INFO or above, so debug
+    logging in the calling process (`-v`, a notebook's root logger) cannot print it.
+    """
     from pydantic import SecretStr
 
+    py4j = logging.getLogger("py4j")
+    py4j.setLevel(max(py4j.level, logging.INFO))
     return source.model_copy(update={"password": SecretStr(source.resolve_password())})
 
 
@@ -217,11 +224,15 @@ def _plan(
 
 
 def _ensure_bronze(spark: SparkSession, config: Config, table: TableSchema) -> None:
+    """An empty bronze table unless there is one. Not `DeltaTable.createIfNotExists().location()`:
+    it names the table as SQL text, `delta.`<path>``, without escaping a backtick in the path
+    (a database or table name holding one)."""
     (
-        DeltaTable.createIfNotExists(spark)
-        .location(bronze_path(config, table))
-        .addColumns(bronze_schema(table))
-        .execute()
+        spark.createDataFrame([], bronze_schema(table))
+        .write.format("delta")
+        .mode("ignore")
+        .options(**column_mapping(table.column_names))
+        .save(bronze_path(config, table))
     )
 
 

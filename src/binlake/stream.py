@@ -165,7 +165,7 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     started = time.monotonic()
     source = with_resolved_password(config.source)
     with connection(source) as conn:
-        tables = validate(conn, config)
+        tables = validate(conn, config, config.stream_server_id)
         if not logs_column_names(conn):
             log.warning(
                 "the source has binlog_row_metadata other than FULL: row images carry no column "

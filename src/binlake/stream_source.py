@@ -49,6 +49,8 @@ from binlake.source import TableSchema, connection, current_offset, load_schema_
 from binlake.watermarks import TableWatermarks, WatermarkFilter
 
 _FILTER_BLOCK = 8192  # changes per collation-weight round trip and per Arrow batch
+#: Row-image bytes per Arrow batch, at most (one row may exceed it alone).
+ARROW_BATCH_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,7 @@ def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBa
         )  # fmt: skip
         batches = ChangeBatches()
         for block in _filtered_blocks(conn, spec, events):
-            yield batches.of(block)
+            yield from batches.of(block)
 
 
 Event = RowChange | SchemaChange
@@ -280,28 +282,41 @@ class ChangeBatches:
             held = self._encoders[id(table)] = (table, ImageEncoder(table))
         return held[1]
 
-    def of(self, events: list[Event]) -> pa.RecordBatch:
-        columns: list[list[Any]] = [[] for _ in CHANGE_SCHEMA.fields]
+    def of(self, events: list[Event]) -> Iterator[pa.RecordBatch]:
+        """The events as record batches of at most `ARROW_BATCH_BYTES` of row images (or one
+        row): a block of multi-MB rows (LONGBLOB, LONGTEXT) would otherwise cross into the JVM
+        as one Arrow batch of gigabytes, beyond its heap."""
+        rows: list[tuple[Any, ...]] = []
+        size = 0
         for event in events:
-            if isinstance(event, SchemaChange):
-                row: tuple[Any, ...] = (
-                    event.table, DDL, position_token(event.offset, 0), event.offset.file,
-                    event.offset.pos, 0, 0, json.dumps(_ddl_before(event)),
-                    json.dumps(event.after.to_json()) if event.after else None,
-                )  # fmt: skip
-            else:
-                assert event.schema is not None
-                encode = self._encoder(event.schema)
-                offset = event.position.offset
-                row = (
-                    event.table, event.op.value, event.position.token(), offset.file,
-                    offset.pos, event.position.row, event.timestamp, encode(event.before),
-                    encode(event.after),
-                )  # fmt: skip
-            for column, value in zip(columns, row, strict=True):
-                column.append(value)
+            row = self._row(event)
+            rows.append(row)
+            size += len(row[-2] or "") + len(row[-1] or "")
+            if size >= ARROW_BATCH_BYTES:
+                yield self._batch(rows)
+                rows, size = [], 0
+        if rows:
+            yield self._batch(rows)
+
+    def _row(self, event: Event) -> tuple[Any, ...]:
+        if isinstance(event, SchemaChange):
+            return (
+                event.table, DDL, position_token(event.offset, 0), event.offset.file,
+                event.offset.pos, 0, 0, json.dumps(_ddl_before(event)),
+                json.dumps(event.after.to_json()) if event.after else None,
+            )  # fmt: skip
+        assert event.schema is not None
+        encode = self._encoder(event.schema)
+        offset = event.position.offset
+        return (
+            event.table, event.op.value, event.position.token(), offset.file, offset.pos,
+            event.position.row, event.timestamp, encode(event.before), encode(event.after),
+        )  # fmt: skip
+
+    def _batch(self, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
         arrays = [
-            pa.array(values, type=self.schema.field(i).type) for i, values in enumerate(columns)
+            pa.array([row[i] for row in rows], type=field.type)
+            for i, field in enumerate(self.schema)
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 

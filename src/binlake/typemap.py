@@ -70,6 +70,14 @@ class ColumnMapping:
 
 
 def map_column(column: Column) -> ColumnMapping:
+    if "`" in column.name:
+        # Delta's MERGE with the Change Data Feed on names each column as `packedCdc.`<name>``
+        # without doubling a backtick in it, and fails on its own text.
+        raise SourceError(
+            f"column {column.name!r} has a backtick in its name, which silver's MERGE cannot "
+            "address (Delta Lake's Change Data Feed fails on it): rename the column on the "
+            "source, or leave its table out of source.tables"
+        )
     spark, normalize = _spark_and_normalizer(column)
     native = column.data_type in _ARROW_NATIVE and not (
         column.unsigned and column.data_type == "bigint"

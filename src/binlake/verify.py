@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 
 from binlake.chunks import ChunkRange, chunk_of, decode_key, encode_key
 from binlake.config import Config, SourceConfig
+from binlake.lake import column_name
 from binlake.ledger import ChunkState, Ledger
 from binlake.planner import key_order
 from binlake.silver import silver_path
@@ -49,7 +50,9 @@ class VerifyReport:
 
 
 def _digest(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
-    hashed = rows.select("_chunk_id", F.xxhash64(*[F.col(f"`{c}`") for c in columns]).alias("_h"))
+    hashed = rows.select(
+        "_chunk_id", F.xxhash64(*[F.col(column_name(c)) for c in columns]).alias("_h")
+    )
     return hashed.groupBy("_chunk_id").agg(
         F.count(F.lit(1)).alias("rows"), F.sum(F.col("_h").cast("decimal(38,0)")).alias("checksum")
     )
@@ -110,9 +113,13 @@ def _assign_chunks(
     """Silver's data columns plus `_chunk_id`, placed by MySQL's order of the split key."""
     bounds = [(encode_key(c.range.start), encode_key(c.range.end)) for c in chunks]
     ids = [c.chunk_id for c in chunks]
-    data = silver.select(*[F.col(f"`{c}`") for c in table.column_names])
-    schema = T.StructType([*data.schema.fields, T.StructField("_chunk_id", T.IntegerType())])
-    split = table.split_column
+    names = list(table.column_names)
+    fields = [silver.schema[c] for c in names]
+    # Positional names going in: mapInArrow resolves its input columns by name, parsing a dot in
+    # one as a struct field.
+    data = silver.select(*[F.col(column_name(c)).alias(f"_{i}") for i, c in enumerate(names)])
+    schema = T.StructType([*fields, T.StructField("_chunk_id", T.IntegerType())])
+    split = table.split_index
 
     def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ranges = [ChunkRange(decode_key(s), decode_key(e)) for s, e in bounds]
@@ -125,7 +132,7 @@ def _assign_chunks(
                 placed = [chunk_of(ranges, k, order) for k in keys]
                 chunk_ids = pa.array([-1 if i is None else ids[i] for i in placed], pa.int32())
                 yield pa.RecordBatch.from_arrays(
-                    [*batch.columns, chunk_ids], names=[*batch.schema.names, "_chunk_id"]
+                    [*batch.columns, chunk_ids], names=[*names, "_chunk_id"]
                 )
 
     return data.mapInArrow(assign, schema)

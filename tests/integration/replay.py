@@ -124,9 +124,10 @@ class Oracle:
 
     def rows(self, conn: pymysql.Connection) -> dict[tuple[Any, ...], Row]:
         """The table's current rows, normalised, keyed by folded row key."""
-        cols = ", ".join(f"`{c}`" for c in self.columns)
+        cols = ", ".join(_quoted(c) for c in self.columns)
+        table = f"{_quoted(self.schema.database)}.{_quoted(self.schema.name)}"
         with conn.cursor() as cur:
-            cur.execute(f"SELECT {cols} FROM `{self.schema.database}`.`{self.schema.name}`")
+            cur.execute(f"SELECT {cols} FROM {table}")  # no parameters: `%` stays as it is
             result: dict[tuple[Any, ...], Row] = {}
             for raw in cur.fetchall():
                 row = self.normalise(raw)
@@ -142,6 +143,10 @@ class Oracle:
         if start is not None and v < self.fold(start):
             return False
         return end is None or v < self.fold(end)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ class PrivateServer:
     port: int
     password: str
     directory: Path
+    #: scripts/db.sh's environment for this server: `restart` starts it with the same settings.
+    script_env: dict[str, str]
 
     @property
     def db_env(self) -> dict[str, str]:
@@ -42,6 +44,16 @@ class PrivateServer:
     @property
     def error_log(self) -> str:
         return (self.directory / "error.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        """Stop the server (a clean shutdown: it closes every connection and its binlog file)."""
+        _db_sh("down", self.script_env)
+
+    def start(self) -> None:
+        """Start it again on the same port and data dir (a new binlog file, like any restart)."""
+        started = _db_sh("up", self.script_env)
+        if started.returncode != 0:
+            raise RuntimeError(f"MariaDB did not restart: {started.stderr}{self.error_log[-3000:]}")
 
 
 def free_port() -> int:
@@ -82,6 +94,7 @@ def private_server(settings: Mapping[str, str]) -> Iterator[PrivateServer]:
             int(env["BINLAKE_DB_PORT"]),
             (directory / "password").read_text().strip(),
             directory,
+            env,
         )
     finally:
         _db_sh("down", env)

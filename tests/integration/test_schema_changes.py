@@ -33,6 +33,8 @@ _SPARK_TYPES = {
     "int": T.IntegerType(),
     "bigint": T.LongType(),
     "varchar": T.StringType(),
+    "longtext": T.StringType(),
+    "longblob": T.BinaryType(),
     "decimal": None,  # from the column's precision and scale
 }
 

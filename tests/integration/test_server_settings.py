@@ -110,7 +110,7 @@ def test_compressed_binlog_is_refused_before_any_work(
         text=True,
         timeout=300,
     )
-    assert cli.returncode == 2, cli.stderr[-3000:]
+    assert cli.returncode == 4, cli.stderr[-3000:]
     assert "binlake: error: " in cli.stderr and "log_bin_compress=ON" in cli.stderr
     assert "Traceback" not in cli.stderr, cli.stderr[-3000:]
     assert not Path(config.lake.root).exists(), "a refused start wrote to the lake"

@@ -64,7 +64,7 @@ def _bronze_rows(spark: Any, config: Any, oracle: Oracle) -> list[tuple[tuple[An
     frame = spark.read.format("delta").load(_bronze_path(config, oracle.schema.name))
     columns = oracle.columns
     result = []
-    for r in frame.select(*columns, "_chunk_id", "_hw_file", "_hw_pos").collect():
+    for r in frame.collect():  # by field name: names may hold dots and backticks
         result.append((tuple(r[c] for c in columns), r))
     return result
 

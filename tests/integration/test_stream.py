@@ -117,9 +117,10 @@ def silver_rows(
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
-    frame = reader.load(_silver(config, oracle.schema.name)).select(*oracle.columns)
+    frame = reader.load(_silver(config, oracle.schema.name))
     instants = _instant_columns(oracle)
-    rows = [_canonical(tuple(r), instants) for r in frame.collect()]
+    # By field name: names may hold dots and backticks.
+    rows = [_canonical(tuple(r[c] for c in oracle.columns), instants) for r in frame.collect()]
     keys = Counter(oracle.key(r) for r in rows)
     duplicated = [k for k, n in keys.items() if n > 1]
     assert not duplicated, f"silver {oracle.schema.name} holds keys twice: {duplicated[:5]}"

@@ -6,7 +6,7 @@ import pytest
 
 from binlake.cli import build_parser, main
 from binlake.errors import ConfigError
-from binlake.snapshot import _chosen
+from binlake.snapshot import chosen_tables
 from binlake.source import Column, TableSchema
 
 
@@ -28,7 +28,7 @@ def test_tables_accept_repeats_and_comma_lists() -> None:
 
 def test_tables_that_are_not_captured_are_named() -> None:
     tables = [_table("orders"), _table("items")]
-    assert [t.name for t in _chosen(tables, ["items"])] == ["items"]
-    assert _chosen(tables, None) == tables
+    assert [t.name for t in chosen_tables(tables, ["items"])] == ["items"]
+    assert chosen_tables(tables, None) == tables
     with pytest.raises(ConfigError, match=r"--tables names ordres.*captured: items, orders"):
-        _chosen(tables, ["ordres"])
+        chosen_tables(tables, ["ordres"])

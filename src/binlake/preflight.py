@@ -1,0 +1,97 @@
+"""Checks the CLI runs before it starts Spark: a bad source or lake root ends in one line, in
+seconds, with no JVM started and nothing written.
+
+The source checks are the jobs' own (`source.validate`, and `--tables` as the snapshot resolves
+it), so the CLI refuses exactly what the jobs would refuse, only earlier; the jobs keep running
+them for callers that skip the CLI. Added here, where no job depends on them: the lake root must
+be writable, and `source.server_id_range` must not hold a server id the replication topology
+already uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import pymysql
+
+from binlake.config import Config, LakeConfig, SourceConfig
+from binlake.errors import LakeError, SourceError
+from binlake.source import ER_SPECIFIC_ACCESS_DENIED, connection, query, validate
+
+log = logging.getLogger(__name__)
+
+
+def preflight(
+    config: Config, writes_lake: bool, only: list[str] | None = None, server_id: int | None = None
+) -> None:
+    """Run every check that needs no Spark; `only` are the snapshot's `--tables`, `server_id`
+    the job's own first binlog reader (`source.validate`)."""
+    if writes_lake:
+        check_lake_writable(config.lake)
+    # No waiting for a source that was never reached: that is a wrong host, port or password.
+    with connection(config.source, wait=False) as conn:
+        tables = validate(conn, config, server_id)
+        check_server_ids(conn, config.source)
+    if only is not None:
+        from binlake.snapshot import chosen_tables  # pulls in Delta: only when it is needed
+
+        chosen_tables(tables, only)
+
+
+def check_lake_writable(lake: LakeConfig) -> None:
+    """A local lake root must be a directory binlake can create files in (or create). Probed
+    with a temporary file in the root, or in its nearest existing parent, which is removed again:
+    a refused start leaves the lake as it was. URIs (s3://, abfss://) are the runtime's to check.
+    """
+    if "://" in lake.root:
+        return
+    root = Path(lake.root).absolute()
+    existing = next(p for p in (root, *root.parents) if p.exists())
+    if not existing.is_dir():
+        where = "is a file" if existing == root else f"cannot be created: {existing} is a file"
+        raise LakeError(
+            f"lake.root {str(root)!r} {where}, not a directory: point lake.root at a directory "
+            "(or a path where one can be created)"
+        )
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".binlake-probe-"):
+            pass
+    except OSError as exc:
+        raise LakeError(
+            f"lake.root {str(root)!r} is not writable: creating a file in {str(existing)!r} "
+            f"failed ({exc.strerror}); fix its permissions or point lake.root elsewhere"
+        ) from None
+
+
+def check_server_ids(conn: pymysql.Connection, source: SourceConfig) -> None:
+    """binlake's binlog readers connect as replicas with ids from `source.server_id_range`; an id
+    the source itself or a registered replica uses makes the server drop one of the two."""
+    low, high = source.server_id_range
+    used = {int(query(conn, "SELECT @@server_id")[0][0]): "the source's own @@server_id"}
+    for replica in _replica_ids(conn):
+        used.setdefault(replica, "a replica registered with the source, SHOW SLAVE HOSTS")
+    colliding = [f"{sid} ({whose})" for sid, whose in sorted(used.items()) if low <= sid <= high]
+    if colliding:
+        raise SourceError(
+            f"source.server_id_range [{low}, {high}] contains server ids already in use: "
+            f"{'; '.join(colliding)}; a binlake reader with such an id would evict that "
+            "connection or be evicted by it: choose another source.server_id_range"
+        )
+
+
+def _replica_ids(conn: pymysql.Connection) -> list[int]:
+    """Server ids of the replicas registered with the source (binlake's readers do not register);
+    none if the user may not list them."""
+    try:
+        try:
+            rows = query(conn, "SHOW SLAVE HOSTS")
+        except pymysql.err.ProgrammingError:  # MySQL 8.4 knows only the new spelling
+            rows = query(conn, "SHOW REPLICAS")
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
+            log.debug("cannot list the source's replicas (%s): not checking their server ids", exc)
+            return []
+        raise
+    return [int(row[0]) for row in rows]

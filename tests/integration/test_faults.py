@@ -1,0 +1,320 @@
+"""Faults of a production source, injected into real runs: the server restarts, binlake's
+connections are killed, the binlog rotates, all while a writer races the snapshot and the stream.
+Each run ends with silver equal to the source (chispa) and each change once in the changelog.
+
+The source is a throwaway MariaDB (tests/integration/servers.py): the tests stop and start it,
+which the shared server must never see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+import yaml
+
+from binlake import jobs
+from binlake.snapshot import run_snapshot
+
+from .replay import connect, subprocess_env
+from .servers import PrivateServer
+from .test_schema_changes import (
+    ITEMS,
+    Racer,
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+)
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+DATABASE = "shop"
+
+
+class RestartProofRacer(Racer):
+    """The racer, reconnecting whenever the server goes away, and rotating the binlog
+    (`FLUSH BINARY LOGS`) every `rotate_every` statements, so files change inside chunk windows
+    and micro-batches."""
+
+    def __init__(self, server: PrivateServer, rotate_every: int = 40) -> None:
+        super().__init__(server.db_env, DATABASE)
+        self.rotate_every = rotate_every
+        self.statements = 0
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                with connect(self.db_env, self.database) as conn, conn.cursor() as cur:
+                    self._write(cur)
+            except pymysql.MySQLError:
+                self.stop.wait(0.2)  # down or killed: try again
+
+    def _write(self, cur: Any) -> None:
+        while not self.stop.is_set():
+            statement, args = self._statement()
+            with contextlib.suppress(pymysql.err.IntegrityError):
+                cur.execute(statement, args)
+            self.statements += 1
+            if self.statements % self.rotate_every == 0:
+                cur.execute("FLUSH BINARY LOGS")
+            self.stop.wait(0.01)
+
+
+def _create_items(server: PrivateServer, rows: int) -> None:
+    with connect(server.db_env) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{DATABASE}`")
+        cur.execute(f"USE `{DATABASE}`")
+        cur.execute(ITEMS)
+        cur.execute("SET SESSION max_recursive_iterations = %s", (rows,))
+        cur.execute(
+            "INSERT INTO items (id, name, qty, price) WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL "
+            "SELECT n + 1 FROM s WHERE n < %s) SELECT n, CONCAT('item', n), n %% 17, n + 0.25 "
+            "FROM s",
+            (rows,),
+        )
+
+
+def kill_binlake_connections(server: PrivateServer) -> int:
+    """`KILL` every connection of the `binlake` user but this one (the racer's too): what a DBA,
+    a proxy failover or an idle timeout does to a job's sessions."""
+    with connect(server.db_env) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT id FROM information_schema.processlist "
+            "WHERE user = 'binlake' AND id <> CONNECTION_ID()"
+        )
+        ids = [row[0] for row in cur.fetchall()]
+        for thread in ids:
+            with contextlib.suppress(pymysql.MySQLError):  # gone meanwhile
+                cur.execute("KILL CONNECTION %s", (thread,))
+    return len(ids)
+
+
+def restart(server: PrivateServer, down_s: float = 2.0) -> None:
+    server.stop()
+    time.sleep(down_s)
+    server.start()
+
+
+def _check(spark: Any, server: PrivateServer, config: Any) -> None:
+    with connect(server.db_env, DATABASE) as conn, conn.cursor() as cur:
+
+        def sql(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
+            cur.execute(statement, args)
+            return list(cur.fetchall())
+
+        assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+@contextlib.contextmanager
+def running(target: Callable[[], Any]) -> Iterator[tuple[threading.Thread, list[BaseException]]]:
+    """Run `target` in a thread; the list receives what it raised."""
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as exc:  # reported by the test
+            failures.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield thread, failures
+    finally:
+        thread.join(timeout=600)
+
+
+def _committed_versions(table: Path) -> int:
+    return len(list((table / "_delta_log").glob("*.json")))
+
+
+def test_snapshot_survives_a_source_restart_and_killed_connections(
+    spark: Any, private_mariadb: Any, make_private_config: Any
+) -> None:
+    """The snapshot's reads reconnect with bounded backoff: a restart of the source between
+    commits and `KILL`s of its connections mid-chunk cost retries, not the run."""
+    server = private_mariadb({})
+    _create_items(server, 3000)
+    config = make_private_config(
+        server,
+        DATABASE,
+        snapshot={"chunk_size": 40, "parallelism": 2, "chunks_per_commit": 8},
+    )
+    bronze = Path(config.lake.path("bronze", DATABASE, "items"))
+    faults = 0
+    started = time.monotonic()
+    with (
+        RestartProofRacer(server),
+        running(lambda: run_snapshot(spark, config)) as (
+            snapshot,
+            failures,
+        ),
+    ):
+        deadline = time.monotonic() + 240
+        while _committed_versions(bronze) < 2 and snapshot.is_alive():
+            assert time.monotonic() < deadline, "no bronze commit"
+            time.sleep(0.1)
+        assert snapshot.is_alive(), f"the snapshot ended before any fault: {failures}"
+        restart(server)
+        faults += 1
+        for _ in range(4):
+            time.sleep(1.5)
+            if snapshot.is_alive() and kill_binlake_connections(server):
+                faults += 1
+    assert not failures, f"the snapshot failed: {failures[0]!r}"
+    assert faults >= 3, f"only {faults} faults hit the snapshot"
+    print(f"snapshot done in {time.monotonic() - started:.0f} s through {faults} faults")
+    jobs.stream(spark, config, available_now=True)
+    _check(spark, server, config)
+
+
+def _config_file(config: Any, path: Path) -> Path:
+    """The config as a file for a child process: the password through an environment variable
+    (the dump masks an inline one)."""
+    raw = config.model_dump(mode="json", exclude_none=True)
+    raw["source"].pop("password", None)
+    raw["source"]["password_env"] = "BINLAKE_FAULTS_PASSWORD"
+    raw["stream"]["trigger_interval"] = "1s"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _head(server: PrivateServer) -> tuple[str, int]:
+    with connect(server.db_env) as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+    return file, int(pos)
+
+
+def test_continuous_stream_survives_source_restarts_and_killed_connections(
+    spark: Any, private_mariadb: Any, make_private_config: Any, tmp_path: Path
+) -> None:
+    """A continuous `binlake stream` keeps running through killed connections (its binlog reader
+    and its metadata queries), binlog rotations and two restarts of the source, then catches
+    up: silver equals the source and the changelog holds each change once."""
+    server = private_mariadb({})
+    _create_items(server, 400)
+    config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
+    jobs.snapshot(spark, config)
+    checkpoint = Path(config.lake.path("_system", "checkpoints", config.stream.job_name))
+    log_file = tmp_path / "stream.log"
+    env = {**subprocess_env(), "BINLAKE_FAULTS_PASSWORD": server.password}
+    command = [
+        sys.executable, "-m", "binlake", "stream", "--config",
+        str(_config_file(config, tmp_path / "binlake.yml")),
+    ]  # fmt: skip
+    with log_file.open("w") as log, RestartProofRacer(server) as racer:
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 240
+            while not list((checkpoint / "commits").glob("[0-9]*")):
+                assert process.poll() is None, log_file.read_text()[-3000:]
+                assert time.monotonic() < deadline, "the stream committed no batch"
+                time.sleep(0.2)
+            for _ in range(3):
+                kill_binlake_connections(server)
+                time.sleep(1.5)
+            restart(server)
+            time.sleep(3)
+            kill_binlake_connections(server)
+            restart(server, down_s=6.0)  # longer than a trigger interval and a read deadline
+            time.sleep(3)
+            racer.stop.set()
+            racer.thread.join()
+            head = _head(server)
+            assert process.poll() is None, f"the stream died:\n{log_file.read_text()[-3000:]}"
+            _await_stream_at(checkpoint, head, process, log_file)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+    assert racer.statements > 100
+    assert "reconnecting" in log_file.read_text(), "no fault reached the stream"
+    _check(spark, server, config)
+
+
+def _await_stream_at(
+    checkpoint: Path, head: tuple[str, int], process: subprocess.Popen[bytes], log: Path
+) -> None:
+    """Wait until the stream has committed a batch ending at or past `head`."""
+    deadline = time.monotonic() + 180
+    while True:
+        assert process.poll() is None, f"the stream died:\n{log.read_text()[-3000:]}"
+        commits = sorted(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
+        if commits and _batch_end(checkpoint, commits[-1]) >= head:
+            return
+        assert time.monotonic() < deadline, f"the stream did not reach {head}"
+        time.sleep(0.5)
+
+
+def _batch_end(checkpoint: Path, batch: int) -> tuple[str, int]:
+    from binlake.sink import batch_end
+
+    end = batch_end(checkpoint, batch)
+    assert end is not None
+    return end.file, end.pos
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver killed at each point of the snapshot and of the stream, then rerun
+
+#: Where the process dies: (function, when, which call). The snapshot commits chunks to bronze
+#: and then to the ledger; the stream appends each table's changelog, then MERGEs silver, then
+#: Spark writes the batch's commit to the checkpoint.
+KILL_POINTS = {
+    "snapshot_after_planning": ("binlake.ledger:Ledger.record_plan", "after", 1),
+    "snapshot_while_reading": ("binlake.snapshot:read_chunks", "during:0.5", 2),
+    "snapshot_between_bronze_and_ledger": ("binlake.ledger:Ledger.mark_finished", "before", 2),
+    "stream_after_changelog_append": ("binlake.silver:TableApply._append_changelog", "after", 1),
+    "stream_after_merge": ("binlake.silver:TableApply._merge", "after", 1),
+    "stream_before_checkpoint_commit": ("binlake.sink:BatchSink.__call__", "after", 1),
+}
+
+
+@pytest.mark.parametrize("point", sorted(KILL_POINTS))
+def test_driver_killed_at_each_point_reruns_exactly(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any,
+    tmp_path: Path, point: str,
+) -> None:  # fmt: skip
+    """A `binlake` process killed at `point` while a writer races it; the rerun (and a stream
+    after the writer stops) lands silver equal to the source with each change once."""
+    from .test_schema_changes import _seed
+
+    _seed(sql, 1200)
+    config = make_config(snapshot={"chunk_size": 50, "parallelism": 2, "chunks_per_commit": 4})
+    target, when, call = KILL_POINTS[point]
+    command = "snapshot" if point.startswith("snapshot") else "stream"
+    config_file = tmp_path / "binlake.yml"
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
+    with Racer(db_env, database):
+        if command == "stream":
+            jobs.snapshot(spark, config)
+            time.sleep(1)  # changes for the stream's first batch
+        args = [command, "--config", str(config_file)]
+        if command == "stream":
+            args.append("--available-now")
+        crashed = subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "integration" / "crash.py"),
+             target, when, str(call), "--", *args],
+            env=subprocess_env(), capture_output=True, text=True, cwd=ROOT, timeout=600,
+        )  # fmt: skip
+        assert crashed.returncode == 137, crashed.stderr[-3000:]
+        assert "crash: killed" in crashed.stderr
+        jobs.run(spark, config)  # the rerun: finishes the snapshot, resumes the stream
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
