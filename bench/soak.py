@@ -33,6 +33,9 @@ WORK = ROOT / ".cache" / "soak"
 DATABASE = "binlake_soak"
 ROWS = 20_000
 MB = 1 << 20
+#: Seconds of the run left out of the lag and memory figures: the JVM starts, the first
+#: batches catch up the writes made meanwhile.
+WARMUP_S = 120
 
 
 def say(message: str) -> None:
@@ -99,9 +102,11 @@ class Writer(threading.Thread):
                     self.stop.wait(ahead)
 
 
-def tree_rss_mb(process: psutil.Process) -> dict[str, float]:
-    """RSS of the stream's driver Python, its JVM and its Python workers."""
-    rss = {"driver_python": 0.0, "jvm": 0.0, "workers": 0.0}
+def tree_memory_mb(process: psutil.Process) -> dict[str, float]:
+    """RSS of the stream's driver Python, its JVM and its Python workers, and the JVM's heap in
+    use (`jstat`): RSS only grows until the heap reaches its maximum; a leak shows in the heap's
+    floor, the heap in use after collections."""
+    memory = {"driver_python": 0.0, "jvm": 0.0, "workers": 0.0, "heap_used": 0.0}
     for proc in [process, *process.children(recursive=True)]:
         try:
             cmd = " ".join(proc.cmdline())
@@ -109,12 +114,24 @@ def tree_rss_mb(process: psutil.Process) -> dict[str, float]:
         except psutil.Error:
             continue
         if proc.pid == process.pid:
-            rss["driver_python"] += mb
+            memory["driver_python"] += mb
         elif "java" in cmd.split(" ", 1)[0]:
-            rss["jvm"] += mb
+            memory["jvm"] += mb
+            memory["heap_used"] += heap_used_mb(proc.pid)
         elif "pyspark" in cmd:
-            rss["workers"] += mb
-    return rss
+            memory["workers"] += mb
+    return memory
+
+
+def heap_used_mb(pid: int) -> float:
+    """Survivor, eden and old generation in use, from `jstat -gc` (KB columns)."""
+    try:
+        out = subprocess.run(["jstat", "-gc", str(pid)], capture_output=True, text=True, timeout=10)
+        names, values = (line.split() for line in out.stdout.strip().splitlines()[:2])
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return 0.0
+    used = dict(zip(names, values, strict=False))
+    return sum(float(used.get(k, 0)) for k in ("S0U", "S1U", "EU", "OU")) / 1024
 
 
 def main() -> int:
@@ -161,7 +178,8 @@ def main() -> int:
                     s = samples[-1]
                     say(
                         f"t={s['t']:.0f}s rss driver {s['driver_python']:.0f} MB, jvm "
-                        f"{s['jvm']:.0f} MB, workers {s['workers']:.0f} MB; lag {s['lag_s']:.1f} s"
+                        f"{s['jvm']:.0f} MB (heap {s['heap_used']:.0f} MB), workers "
+                        f"{s['workers']:.0f} MB; lag {s['lag_s']:.1f} s"
                     )
                 time.sleep(0.5)
     finally:
@@ -186,24 +204,35 @@ def sample(
     end = batch_end(checkpoint, commits[-1]) if commits else None
     reached = next((t for t, h in heads if end is not None and h >= end), None)
     lag = now - reached if reached is not None else now - started
-    return {"t": round(now - started, 1), "lag_s": round(lag, 2), **tree_rss_mb(process)}
+    return {"t": round(now - started, 1), "lag_s": round(lag, 2), **tree_memory_mb(process)}
 
 
 def summary(samples: list[dict[str, float]], changes: int, seconds: int, rate: int) -> dict:
-    lags = sorted(s["lag_s"] for s in samples)
-    total = [s["driver_python"] + s["jvm"] + s["workers"] for s in samples]
-    third = max(len(total) // 3, 1)
+    """Lag and memory after the warm-up (the JVM's start and the first batches), by thirds:
+    flat memory means the last third's heap floor is not above the first's."""
+    steady = [s for s in samples if s["t"] >= WARMUP_S] or samples
+    lags = sorted(s["lag_s"] for s in steady)
+    third = max(len(steady) // 3, 1)
+    first, last = steady[:third], steady[-third:]
+
+    def rss(group: list[dict[str, float]]) -> int:
+        return round(statistics.mean(s["driver_python"] + s["jvm"] + s["workers"] for s in group))
+
     return {
         "seconds": seconds,
+        "warmup_s": WARMUP_S,
         "target_rate": rate,
         "changes": changes,
         "achieved_rate": round(changes / seconds),
         "lag_p50_s": round(statistics.median(lags), 2),
         "lag_p95_s": round(lags[min(len(lags) - 1, int(0.95 * len(lags)))], 2),
         "lag_max_s": lags[-1],
-        "rss_first_third_mb": round(statistics.mean(total[:third])),
-        "rss_last_third_mb": round(statistics.mean(total[-third:])),
-        "rss_max_mb": round(max(total)),
+        "rss_first_third_mb": rss(first),
+        "rss_last_third_mb": rss(last),
+        "rss_max_mb": round(max(s["driver_python"] + s["jvm"] + s["workers"] for s in samples)),
+        "heap_floor_first_third_mb": round(min(s["heap_used"] for s in first)),
+        "heap_floor_last_third_mb": round(min(s["heap_used"] for s in last)),
+        "workers_last_third_mb": round(max(s["workers"] for s in last)),
     }
 
 

@@ -153,17 +153,23 @@ def _open(
     )
 
 
-def check_available(source: SourceConfig, start: BinlogOffset) -> None:
-    """Fail loudly if the source no longer has the binlog file `start` points into."""
+def check_available(source: SourceConfig, start: BinlogOffset, tables: list[str], job: str) -> None:
+    """Fail loudly if the source no longer has the binlog file `start` points into: the changes
+    of `tables` after it are lost, so only a new snapshot of them, streamed by a new job from
+    its high watermarks (the old `job`'s checkpoint points into the lost binlog), makes silver
+    whole again."""
     with connection(source) as conn:
         files = binlog_files(conn)
     if start.file not in files:
+        names = ",".join(sorted(t.split(".", 1)[1] for t in tables))
         raise BinlogPurgedError(
             f"the source has purged binlog file {start.file} (oldest kept: "
-            f"{files[0] if files else 'none'}), so the changes after {start} are lost to "
-            "binlake: re-snapshot the tables (delete the lake's _system folder and bronze/silver "
-            "tables, then run `binlake snapshot`), and keep binlogs longer "
-            "(binlog_expire_logs_seconds)"
+            f"{files[0] if files else 'none'}), so the changes after {start} to "
+            f"{', '.join(sorted(tables))} are lost to binlake: re-snapshot them with "
+            f"`binlake snapshot --tables {names} --reset`, then stream them under a new "
+            f"stream.job_name (the checkpoint of {job!r} points into the lost binlog), e.g. "
+            f"`binlake stream --set stream.job_name={job}-2`; and keep binlogs longer on the "
+            "source (binlog_expire_logs_seconds)"
         )
 
 

@@ -174,7 +174,11 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
             )
     initial = config.stream.startup_mode == "initial"
     registry = stream_tables(config)
-    if not registry.exists():  # the job's first start: it applies every configured table
+    resume = checkpoint_offset(config)
+    # The job's first start applies every configured table; silver that exists already (a job
+    # started anew after a purged binlog, over re-snapshotted bronze) is replaced from bronze.
+    first_start = resume is None and not registry.exists()
+    if first_start:
         registry.write({t.qualified: None for t in tables})
     joined = registry.read()
     applied = [t for t in tables if t.qualified in joined]
@@ -182,11 +186,10 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     history = schema_history(config)
     created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}
     marks = chunk_marks(applied, chunks, created) if initial else {}
-    resume = checkpoint_offset(config)
     start = resume or resolved_start(config, lambda: start_offset(config, source, marks))
-    check_available(source, start)
+    check_available(source, start, sorted(joined), config.stream.job_name)
     for table in applied:
-        ensure_silver(spark, config, table, from_bronze=initial)
+        ensure_silver(spark, config, table, from_bronze=initial, replace=first_start and initial)
         if not history.entries(table.qualified):  # a lake from before the schema history
             history.reset(table.qualified, SchemaEntry(start, table))
     spec = stream_spec(config, source, start, marks)

@@ -318,3 +318,47 @@ def test_driver_killed_at_each_point_reruns_exactly(
     jobs.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+# ---------------------------------------------------------------------------------------------
+# A resume offset the source has purged
+
+
+def test_purged_resume_offset_names_the_tables_and_its_remedy_works(
+    spark: Any, private_mariadb: Any, make_private_config: Any
+) -> None:
+    """The stream's checkpoint points into a binlog file the source purged while the stream was
+    stopped: it refuses to start, naming the tables and the remedy, writes nothing; following
+    the remedy lands silver equal to the source again."""
+    from binlake.errors import BinlogPurgedError
+
+    server = private_mariadb({})
+    _create_items(server, 300)
+    config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
+    jobs.run(spark, config)
+    with RestartProofRacer(server, rotate_every=25) as racer:
+        while racer.statements < 200:
+            time.sleep(0.1)
+    with connect(server.db_env) as conn, conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW MASTER STATUS")
+        cur.execute("PURGE BINARY LOGS TO %s", (cur.fetchone()[0],))
+    silver = Path(config.lake.path("silver", DATABASE, "items"))
+    versions = _committed_versions(silver)
+
+    with pytest.raises(BinlogPurgedError) as raised:
+        jobs.stream(spark, config, available_now=True)
+    message = str(raised.value)
+    assert f"{DATABASE}.items" in message, message
+    assert "binlake snapshot --tables items --reset" in message, message
+    assert "binlake stream --set stream.job_name=silver-2" in message, message
+    assert _committed_versions(silver) == versions, "a refused start wrote to silver"
+
+    with RestartProofRacer(server):  # the remedy, with writes racing it
+        jobs.snapshot(spark, config, ["items"], reset=True)
+        renamed = make_private_config(
+            server, DATABASE, snapshot={"chunk_size": 100}, stream={"job_name": "silver-2"}
+        )
+        jobs.stream(spark, renamed, available_now=True)
+    jobs.stream(spark, renamed, available_now=True)
+    _check(spark, server, renamed)
