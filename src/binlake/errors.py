@@ -5,6 +5,10 @@ Each kind of failure has its own `exit_code`, so a scheduler or a script can tel
 config from a source that is down without parsing the message (README, "Exit codes").
 """
 
+from __future__ import annotations
+
+import re
+
 
 class BinlakeError(Exception):
     """Root of binlake's errors; the CLI prints these as one line and exits with `exit_code`."""
@@ -61,3 +65,17 @@ class LakeError(BinlakeError):
     """The lake root cannot be written (a file in its way, no permission, a read-only disk)."""
 
     exit_code = 5
+
+
+def carried_by(failure: BaseException) -> BinlakeError | None:
+    """The binlake error a Spark failure carries in its text: raised in a Spark task (a chunk
+    read, a binlog read), it reaches the driver as a Python traceback inside a Java exception,
+    and the user should read its message, not a plan dump."""
+    found = re.findall(r"binlake\.errors\.(\w+): (.*)", str(failure))
+    if not found:
+        return None
+    name, message = found[-1]
+    kind = globals().get(name)
+    if isinstance(kind, type) and issubclass(kind, BinlakeError):
+        return kind(message.strip())
+    return None

@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
-from binlake.errors import ConfigError, SourceError
+from binlake.errors import ConfigError, SourceError, carried_by
 from binlake.lake import column_mapping
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
@@ -268,12 +268,15 @@ def _read_and_commit(
 ) -> list[ChunkResult]:
     rows, reports = read_chunks(spark, config, source, table, batch)
     ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
-    (
-        rows.write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", f"_chunk_id IN ({ids})")
-        .save(bronze_path(config, table))
-    )
+    try:
+        (
+            rows.write.format("delta")
+            .mode("overwrite")
+            .option("replaceWhere", f"_chunk_id IN ({ids})")
+            .save(bronze_path(config, table))
+        )
+    except Exception as failure:  # a chunk read's own error, raised in a Spark task
+        raise carried_by(failure) or failure from None
     return chunk_results(table, batch, reports.value)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,10 +19,9 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from binlake import errors
 from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
-from binlake.errors import BinlakeError, SnapshotIncompleteError
+from binlake.errors import SnapshotIncompleteError, carried_by
 from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
@@ -221,7 +219,7 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     try:
         batches, changes = _follow(query, config)
     except StreamingQueryException as failure:
-        raise sink.failure or _binlake_error(str(failure)) or failure from None
+        raise sink.failure or carried_by(failure) or failure from None
     return StreamSummary(batches, changes, time.monotonic() - started)
 
 
@@ -259,17 +257,3 @@ def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> N
                 progress["batchId"], rows, progress.get("processedRowsPerSecond") or 0.0,
                 progress["sources"][0].get("endOffset"),
             )  # fmt: skip
-
-
-def _binlake_error(text: str) -> BinlakeError | None:
-    """The binlake error a failed query carries in its text (raised in a Spark task, it reaches
-    the driver as a Python traceback inside a Java exception), so the user reads that message,
-    not a plan dump."""
-    found = re.findall(r"binlake\.errors\.(\w+): (.*)", text)
-    if not found:
-        return None
-    name, message = found[-1]
-    kind = getattr(errors, name, None)
-    if isinstance(kind, type) and issubclass(kind, BinlakeError):
-        return kind(message.strip())
-    return None

@@ -294,7 +294,7 @@ def test_driver_killed_at_each_point_reruns_exactly(
     after the writer stops) lands silver equal to the source with each change once."""
     from .test_schema_changes import _seed
 
-    _seed(sql, 1200)
+    _seed(sql, 600)
     config = make_config(snapshot={"chunk_size": 50, "parallelism": 2, "chunks_per_commit": 4})
     target, when, call = KILL_POINTS[point]
     command = "snapshot" if point.startswith("snapshot") else "stream"

@@ -7,7 +7,7 @@ import pymysql
 import pytest
 
 from binlake.binlog import _replication_error
-from binlake.errors import BinlogPurgedError, SourceConnectionError, SourceError
+from binlake.errors import BinlogPurgedError, SourceConnectionError, SourceError, carried_by
 from binlake.offsets import BinlogOffset
 from binlake.reconnect import is_transient, reconnecting
 
@@ -99,3 +99,20 @@ def test_a_purged_binlog_names_the_offset_and_the_remedy() -> None:
     reported = _replication_error(error, START, 5499)
     assert isinstance(reported, BinlogPurgedError) and isinstance(reported, SourceError)
     assert "mysql-bin.000007" in str(reported) and "--reset" in str(reported)
+
+
+def test_a_binlake_error_raised_in_a_spark_task_reaches_the_user_as_itself() -> None:
+    """A chunk read that gave up on the source fails its Spark task; the driver sees a Java
+    exception whose text holds the Python traceback: the user gets binlake's message and code."""
+    text = (
+        "org.apache.spark.SparkException: Job aborted due to stage failure: ...\n"
+        'Traceback (most recent call last):\n  File "...", line 1, in read\n'
+        "binlake.errors.SourceConnectionError: reading chunk 3 of shop.items: lost the source "
+        "and could not reconnect within source.reconnect_timeout_s=300 s (2003)\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner..."
+    )
+    found = carried_by(RuntimeError(text))
+    assert isinstance(found, SourceConnectionError)
+    assert str(found).startswith("reading chunk 3 of shop.items: lost the source")
+    assert found.exit_code == 3
+    assert carried_by(RuntimeError("java.lang.OutOfMemoryError: Java heap space")) is None
