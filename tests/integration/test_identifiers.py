@@ -145,7 +145,7 @@ def test_awkward_identifiers_snapshot_and_stream_equal_the_source(
         stream={"trigger_interval": "1s"},
     )
 
-    with Writers(db_env, database, _writer, threads=2, max_ops=20_000, pause_s=0.03) as writers:
+    with Writers(db_env, database, _writer, threads=3, max_ops=20_000, pause_s=0.01) as writers:
         time.sleep(0.2)
         summary = jobs.snapshot(spark, config)
     assert summary.tables == 2 and summary.chunks >= 20, summary
