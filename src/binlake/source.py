@@ -268,7 +268,7 @@ def connect(source: SourceConfig, wait: bool = True, **options: Any) -> pymysql.
     try:
         if not wait:
             return attempt()
-        where = f"connecting to {source.host}:{source.port}"
+        where = f"connecting to {_where(source)}"
         return reconnecting(where, source.reconnect_timeout_s)(attempt)
     except pymysql.err.OperationalError as exc:
         raise _connect_error(source, exc) from None
@@ -294,7 +294,7 @@ _DISABLED_TLS_HINT = (
 
 def _connect_error(source: SourceConfig, exc: Exception) -> SourceError:
     code = exc.args[0] if exc.args else None
-    where = f"{source.host}:{source.port}"
+    where = _where(source)
     if code == ER_ACCESS_DENIED:
         return SourceConnectionError(
             f"access denied for user {source.user!r} at {where}: check source.user and the "
