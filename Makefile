@@ -17,7 +17,7 @@ setup: $(VENV)/.installed .cache/.delta-jars /usr/sbin/mariadbd ## Virtualenv, M
 $(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[local,dev]'
+	$(PY) -m pip install -q -e '.[local,dev,fast]'
 	touch $@
 
 /usr/sbin/mariadbd /usr/include/mariadb/mysql.h:
@@ -49,7 +49,7 @@ test: setup lint db-up ## Lint, unit and integration tests against the real Mari
 run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, print what landed
 	rm -rf lakehouse
 	$(DB_ENV) && scripts/db.sh sql < fixtures/shop.sql
-	$(DB_ENV) && $(VENV)/bin/binlake bundle run silver_catchup --target local
+	$(DB_ENV) && $(VENV)/bin/binlake bundle run-local silver_catchup --target local
 	$(DB_ENV) && $(VENV)/bin/binlake status --config fixtures/demo.yml
 	$(DB_ENV) && $(VENV)/bin/binlake verify --config fixtures/demo.yml
 

@@ -32,10 +32,14 @@ def db_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def spark(db_env: dict[str, str]) -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The run's one local Spark session with Delta; it needs no database, so Spark-only tests
+    run without MariaDB. Its catalog (`spark_catalog`, for `lake.catalog` tests) keeps managed
+    tables in a temporary warehouse, not in `./spark-warehouse`."""
     from binlake.spark import local_session
 
-    session = local_session("binlake-tests", cores=2)
+    warehouse = str(tmp_path_factory.mktemp("warehouse"))
+    session = local_session("binlake-tests", cores=2, warehouse_dir=warehouse)
     yield session
     session.stop()
 

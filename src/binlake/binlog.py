@@ -145,7 +145,7 @@ def _open(
         log_file=start.file,
         log_pos=start.pos,
         # File/position resume: is_mariadb=True without GTIDs silently streams from the oldest
-        # binlog, so MariaDB is read with the MySQL protocol path (FIELD-NOTES).
+        # binlog instead of log_file/log_pos, so MariaDB is read with the MySQL protocol path.
         is_mariadb=False,
         enable_logging=False,
         pymysql_wrapper=Connection,

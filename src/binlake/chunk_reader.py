@@ -40,6 +40,7 @@ from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
 from binlake.reconnect import is_transient, reconnecting
 from binlake.source import (
+    BulkDriver,
     TableSchema,
     bulk_connect,
     connection,
@@ -162,13 +163,21 @@ def _settled_offset(conn: pymysql.Connection) -> BinlogOffset:
 
 class ChunkReader:
     """Reads chunks of one table over one pair of connections, kept for all its chunks: a
-    PyMySQL one for watermarks and collation weights, a MySQLdb one for the SELECTs (opening
-    them per chunk cost half the reader's time, in TLS set-up)."""
+    PyMySQL one for watermarks and collation weights, a bulk one for the SELECTs (opening them
+    per chunk cost half the reader's time, in TLS set-up). The bulk one is MySQLdb where it is
+    installed, else PyMySQL (`bulk_driver`); `driver` forces one (the benchmark, the tests)."""
 
-    def __init__(self, source: SourceConfig, table: TableSchema, server_id: int) -> None:
+    def __init__(
+        self,
+        source: SourceConfig,
+        table: TableSchema,
+        server_id: int,
+        driver: BulkDriver | None = None,
+    ) -> None:
         self.source = source
         self.table = table
         self.server_id = server_id
+        self.driver = driver
         self.mappings = map_table(table)
         self._stack = ExitStack()
 
@@ -195,7 +204,7 @@ class ChunkReader:
 
     def _read_on_live_connection(self, chunk_id: int, chunk: ChunkRange) -> ChunkRead:
         if self.bulk is None:
-            self.bulk = bulk_connect(self.source)
+            self.bulk = bulk_connect(self.source, self.driver)
         try:
             return self._read(chunk_id, chunk)
         except Exception as exc:

@@ -4,13 +4,18 @@ calls the job entry points in `binlake.jobs` (the same functions the bundle's ta
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from binlake.config import Config, load_config, parse_config
 from binlake.errors import BinlakeError, ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("binlake")
 
@@ -35,15 +40,21 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # `-v` is accepted before and after the command: the subparsers' copy defaults to SUPPRESS,
+    # so an absent `-v` after the command keeps what the main parser found before it.
+    verbosity = _verbosity(argparse.SUPPRESS)
     parser = argparse.ArgumentParser(
-        prog="binlake", description="Lock-free MySQL/MariaDB snapshots and CDC into Delta Lake."
+        prog="binlake",
+        description="Lock-free MySQL/MariaDB snapshots and CDC into Delta Lake.",
+        epilog="`binlake COMMAND --help` describes a command and its options.",
+        parents=[_verbosity(False)],
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"binlake {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--config", help="YAML config file")
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=summary, description=description, parents=[verbosity])
+        sub.add_argument("--config", help="YAML config file (keys: see the README)")
         sub.add_argument(
             "--set",
             action="append",
@@ -53,7 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     snapshot = command(
-        "snapshot", "bronze snapshot: plan chunks, read them lock-free, write bronze"
+        "snapshot",
+        "bronze snapshot: plan chunks, read them lock-free, write bronze",
+        "Split each captured table by its key into chunks, read the chunks in parallel without "
+        "locks, correct each with the binlog between its watermarks and write it to bronze. "
+        "Resumable: a rerun skips the chunks the ledger records as finished.",
     )
     snapshot.add_argument(
         "--tables",
@@ -68,16 +83,66 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --tables: forget their snapshot, silver and changelog and snapshot them "
         "again while the stream keeps applying the other tables",
     )
-    stream = command("stream", "silver stream: tail the binlog and MERGE into silver")
+    stream = command(
+        "stream",
+        "silver stream: tail the binlog and MERGE into silver",
+        "Tail the binlog from the snapshot's smallest high watermark (or stream.startup_mode), "
+        "drop the changes a chunk already holds and MERGE the rest into silver, exactly once. "
+        "Runs until interrupted unless --available-now.",
+    )
     stream.add_argument(
         "--available-now", action="store_true", help="catch up to the binlog head, then stop"
     )
-    command("run", "snapshot, then stream with --available-now")
-    command("status", "chunks done/total, rows and stream lag per table")
-    command("verify", "compare silver with the source chunk by chunk; exit 1 on a difference")
-    bundle = commands.add_parser("bundle", help="run, validate or deploy the job bundle")
-    bundle.add_argument("bundle_args", nargs=argparse.REMAINDER)
+    command(
+        "run",
+        "snapshot, then stream with --available-now",
+        "Finish the snapshot (a no-op once the ledger is complete), then catch silver up to the "
+        "binlog head and stop: what a scheduled catch-up job runs.",
+    )
+    command(
+        "status",
+        "chunks done/total, rows and stream lag per table",
+        "Per table: snapshot chunks done/total, bronze and silver rows; the stream's offset and "
+        "its lag behind the source's binlog head.",
+    )
+    command(
+        "verify",
+        "compare silver with the source; exit 1 on a difference",
+        "Compare every silver table with the source chunk by chunk (the source read without "
+        "locks) and name the keys that differ; exit 1 on a difference.",
+    )
+    from binlake.bundle.cli import add_actions
+
+    add_actions(
+        commands.add_parser(
+            "bundle",
+            help="validate or deploy the job bundle, or run a job here (run-local)",
+            description="The Databricks job bundle (bundle.yml, resources/*.yml): validate it, "
+            "deploy its jobs to a workspace, or run a job's tasks on this machine.",
+            parents=[verbosity],
+        ),
+        verbosity,
+    )
     return parser
+
+
+def _verbosity(default: object) -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="debug logging, Spark's own messages, tracebacks of unexpected errors",
+    )
+    return options
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("binlake")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "(not installed)"
 
 
 #: Exit code of an exception binlake did not anticipate (sysexits' EX_SOFTWARE): a bug.
@@ -115,9 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_command(args: argparse.Namespace) -> int:
     if args.command == "bundle":
-        from binlake.bundle.cli import main as bundle_main
+        from binlake.bundle.cli import run_action
 
-        return bundle_main(args.bundle_args)
+        return run_action(args)
     if args.command == "snapshot" and args.reset and not args.tables:
         raise ConfigError("--reset needs --tables naming the tables to snapshot again")
     config = config_from_args(args)
@@ -127,20 +192,28 @@ def _run_command(args: argparse.Namespace) -> int:
 
         stream_id = config.stream_server_id if args.command == "stream" else None
         preflight(config, args.command in _WRITES_LAKE, getattr(args, "tables", None), stream_id)
-    from binlake import jobs
-    from binlake.spark import get_or_create
-
-    spark = get_or_create()
-    if args.command == "snapshot":
-        jobs.snapshot(spark, config, args.tables, args.reset)
-    elif args.command == "stream":
-        jobs.stream(spark, config, available_now=args.available_now)
-    elif args.command == "run":
-        jobs.run(spark, config)
     elif args.command == "status":
-        print(jobs.status(spark, config))
+        from binlake.preflight import check_reachable
+
+        check_reachable(config.source)
+    from binlake.spark import check_spark_version, get_or_create
+
+    check_spark_version()
+    from binlake import jobs
+
+    def spark() -> SparkSession:
+        return get_or_create(quiet=not args.verbose)
+
+    if args.command == "status":  # starts Spark only for a catalog's tables
+        print(jobs.status(config, spark))
+    elif args.command == "snapshot":
+        jobs.snapshot(spark(), config, args.tables, args.reset)
+    elif args.command == "stream":
+        jobs.stream(spark(), config, available_now=args.available_now)
+    elif args.command == "run":
+        jobs.run(spark(), config)
     elif args.command == "verify":
-        return jobs.verify(spark, config)
+        return jobs.verify(spark(), config)
     return 0
 
 

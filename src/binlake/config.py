@@ -1,7 +1,7 @@
 """The YAML configuration: one validated object per concern, built once at the entry point.
 
-The key names are a contract (DESIGN.md, "Interfaces"); bundle job parameters map onto the same
-dotted keys through `overrides`. Secrets are references: `source.password_env` names an
+The key names are a contract (the README's "Configuration"); bundle job parameters map onto the
+same dotted keys through `overrides`. Secrets are references: `source.password_env` names an
 environment variable; an inline `source.password` is accepted for local use but never printed.
 """
 
@@ -70,6 +70,30 @@ class SourceConfig(_Section):
     #: A client certificate and its key (PEM), for accounts that require X509.
     tls_cert: str | None = None
     tls_key: str | None = None
+
+    @field_validator("tables", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        """`tables: customers, orders_.*` as well as a YAML list: the form a job parameter or
+        `--set source.tables=a,b` gives. Commas never occur in the regular expressions a table
+        pattern needs (a `{m,n}` quantifier would be split; write the list form for that)."""
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @field_validator("server_id_range", mode="before")
+    @classmethod
+    def _dashed_range(cls, value: Any) -> Any:
+        """`5400-5499` (Flink CDC's `server-id` form) or a single id, as well as `[low, high]`."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return (value, value)
+        if isinstance(value, str):
+            match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", value)
+            if match is None:
+                raise ValueError(f"expected LOW-HIGH like 5400-5499 or [5400, 5499], got {value!r}")
+            low = int(match.group(1))
+            return (low, int(match.group(2) or low))
+        return value
 
     @field_validator("server_id_range")
     @classmethod
@@ -145,18 +169,63 @@ class SnapshotConfig(_Section):
 
 
 class LakeConfig(_Section):
+    #: A local path, a `/Volumes/...` path or a URI (`file://`, `s3://`, `abfss://`, `dbfs:/`).
     root: str = "./lakehouse"
-    #: Unity Catalog names on Databricks; unused locally.
+    #: A catalog for bronze, the changelog and silver (Unity Catalog on Databricks, or a local
+    #: session's `spark_catalog`): its tables `<catalog>.<bronze_schema>_<db>.<table>` (silver:
+    #: `silver_schema`). Unset: Delta tables at paths under `root`. Either way the ledger, the
+    #: schema history and the checkpoints live under `root`.
     catalog: str | None = None
     bronze_schema: str = "bronze"
     silver_schema: str = "silver"
 
+    @model_validator(mode="after")
+    def _catalog_names(self) -> LakeConfig:
+        if self.catalog is not None:
+            for key in ("catalog", "bronze_schema", "silver_schema"):
+                problem = self.name_problem(getattr(self, key))
+                if problem:
+                    raise ValueError(
+                        f"{key} {getattr(self, key)!r} cannot name a catalog object: it {problem}"
+                    )
+        return self
+
+    @staticmethod
+    def name_problem(name: str) -> str | None:
+        """Why `name` cannot name a catalog, schema or table (None: it can): Unity Catalog refuses
+        a period, a space, a slash and control characters, and Spark's `saveAsTable` cannot parse
+        a backtick back. A catalog may refuse more (a local `spark_catalog` takes only letters,
+        digits and `_`) and says so itself."""
+        if not name:
+            return "is empty"
+        if len(name) > 255:
+            return "is longer than 255 characters"
+        bad = re.search(r"[.\s/`\x00-\x1f\x7f]", name)
+        return f"holds {bad.group()!r}" if bad else None
+
+    def catalog_schema(self, layer: Literal["bronze", "silver"], database: str) -> str:
+        """The catalog schema of `database`'s bronze and changelog tables (`<bronze_schema>_<db>`)
+        or of its silver tables; refuses a name the catalog cannot hold."""
+        name = f"{self.bronze_schema if layer == 'bronze' else self.silver_schema}_{database}"
+        problem = self.name_problem(name)
+        if problem:
+            raise ConfigError(
+                f"lake.catalog is set, and source.database {database!r} makes the schema name "
+                f"{name!r}, which cannot name a catalog object: it {problem}"
+            )
+        return name
+
     def path(self, *parts: str) -> str:
-        return (
-            str(Path(self.root, *parts).absolute())
-            if "://" not in self.root
-            else "/".join([self.root.rstrip("/"), *parts])
-        )
+        """A place under `root`: an absolute local path, or for a URI root the URI joined with
+        `/` (`pathlib` would fold `s3://` and resolve `dbfs:/` locally)."""
+        if self.is_uri(self.root):
+            return "/".join([self.root.rstrip("/"), *parts])
+        return str(Path(self.root, *parts).absolute())
+
+    @staticmethod
+    def is_uri(path: str) -> bool:
+        """`scheme:/...` (`s3://b/x`, `dbfs:/x`, `file:///x`), not a local path."""
+        return re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", path) is not None
 
 
 class StreamConfig(_Section):

@@ -6,6 +6,8 @@ builds both (on Databricks the session is the runtime's).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import SparkSession
 
 from binlake.config import Config
@@ -35,9 +37,10 @@ def run(spark: SparkSession, config: Config) -> StreamSummary:
     return run_stream(spark, config, available_now=True)
 
 
-def status(spark: SparkSession, config: Config) -> str:
-    """Chunks done/total, rows and the stream's lag per table, as a printable table."""
-    return render_status(spark, config)
+def status(config: Config, spark: Callable[[], SparkSession]) -> str:
+    """Chunks done/total, rows and the stream's lag per table, as a printable table; `spark`
+    is called only if a catalog's silver tables must be counted (see `binlake.status`)."""
+    return render_status(config, spark)
 
 
 def verify(spark: SparkSession, config: Config) -> int:

@@ -1,35 +1,182 @@
-"""Small helpers over Delta tables at lakehouse paths."""
+"""Where bronze, the changelog and silver live, and the one way to reach them: `LakeTable`.
+
+Without `lake.catalog`, each is a Delta table at a path under `lake.root` (`PathTable`). With
+it, each is a managed table of that catalog (`CatalogTable`): bronze and the changelog
+`<catalog>.<bronze_schema>_<db>.<table>` (and `<table>__changelog`), silver
+`<catalog>.<silver_schema>_<db>.<table>`, every part backtick-quoted. The ledger stays a Delta
+table at a path under `lake.root` either way.
+
+Callers build their `DataFrameWriter` (mode, options, table properties as `delta.*` options)
+and hand it to `LakeTable.save`: a path table saves it at its path, a catalog table as the table
+(`saveAsTable`), which Delta's catalog runs with the same semantics: `ignore` and
+`errorifexists` create, `overwrite` with `replaceWhere` replaces those rows, `overwrite` with
+`overwriteSchema` is a `CREATE OR REPLACE` that keeps the table and its properties, `append`
+honours `txnAppId`/`txnVersion` and `mergeSchema`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal, TypeVar
 
+from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql.types import StructType
 
+from binlake.config import LakeConfig
+from binlake.errors import ConfigError, LakeError
 
-def table_schema(spark: SparkSession, path: str) -> StructType | None:
-    """The schema of the Delta table at `path` now (None: there is none).
-
-    Not `DeltaTable.isDeltaTable`: it caches a negative answer per path for the session, so a
-    table another process creates later (a snapshot job while `status` runs in a notebook) stays
-    invisible. Resolving the schema re-lists the Delta log.
-    """
-    try:
-        return spark.read.format("delta").load(path).schema
-    except AnalysisException:
-        return None
+Layer = Literal["bronze", "silver"]
+_Opened = TypeVar("_Opened")
 
 
-def table_exists(spark: SparkSession, path: str) -> bool:
-    return table_schema(spark, path) is not None
+class LakeTable(ABC):
+    """One Delta table of the lake, by path or by catalog name."""
+
+    @property
+    @abstractmethod
+    def sql(self) -> str:
+        """The table in SQL text (`ALTER TABLE <sql> ...`), quoted."""
+
+    @abstractmethod
+    def schema(self, spark: SparkSession) -> StructType | None:
+        """The table's schema now; None if there is no such table."""
+
+    @abstractmethod
+    def save(self, writer: DataFrameWriter) -> None:
+        """Run `writer` (a Delta writer with its mode and options) into this table."""
+
+    @abstractmethod
+    def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame: ...
+
+    @abstractmethod
+    def _delta(self, spark: SparkSession) -> DeltaTable: ...
+
+    def exists(self, spark: SparkSession) -> bool:
+        return self.schema(spark) is not None
+
+    def read(self, spark: SparkSession, **options: str) -> DataFrame:
+        """The table (its current version; Delta's reader `options` may ask for another, or for
+        its Change Data Feed)."""
+        return self._existing(spark, lambda session: self._read(session, options))
+
+    def delta(self, spark: SparkSession) -> DeltaTable:
+        """The table for MERGE, UPDATE and DELETE."""
+        return self._existing(spark, self._delta)
+
+    def _existing(self, spark: SparkSession, open_: Callable[[SparkSession], _Opened]) -> _Opened:
+        """`open_(spark)`, or a `LakeError` that names the table if it does not exist (Spark's
+        own error names a path or an identifier without saying what it is for)."""
+        try:
+            return open_(spark)
+        except AnalysisException:
+            if self.exists(spark):
+                raise
+        raise LakeError(
+            f"{self} does not exist: `binlake snapshot` creates bronze, `binlake stream` "
+            "silver and the changelog (was it dropped or moved?)"
+        )
+
+
+@dataclass(frozen=True)
+class PathTable(LakeTable):
+    """A Delta table at a path or URI."""
+
+    path: str
+
+    def __str__(self) -> str:
+        return f"the Delta table at {self.path}"
+
+    @property
+    def sql(self) -> str:
+        return "delta.`" + self.path.replace("`", "``") + "`"
+
+    def schema(self, spark: SparkSession) -> StructType | None:
+        """Not `DeltaTable.isDeltaTable`: it caches a negative answer per path for the session,
+        so a table another process creates later (a snapshot job while `status` runs in a
+        notebook) stays invisible. Resolving the schema re-lists the Delta log."""
+        try:
+            return self._read(spark, {}).schema
+        except AnalysisException:
+            return None
+
+    def save(self, writer: DataFrameWriter) -> None:
+        writer.save(self.path)
+
+    def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
+        return spark.read.format("delta").options(**options).load(self.path)
+
+    def _delta(self, spark: SparkSession) -> DeltaTable:
+        return DeltaTable.forPath(spark, self.path)
+
+
+@dataclass(frozen=True)
+class CatalogTable(LakeTable):
+    """A managed Delta table of a catalog: `catalog.schema.name`."""
+
+    catalog: str
+    schema_name: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"the table {self.sql}"
+
+    @property
+    def sql(self) -> str:
+        return ".".join(column_name(part) for part in (self.catalog, self.schema_name, self.name))
+
+    def schema(self, spark: SparkSession) -> StructType | None:
+        """Asks the catalog first: reading a missing table by name raises after a slow
+        analysis, and the catalog answers for tables other sessions created too."""
+        if not spark.catalog.tableExists(self.sql):
+            return None
+        try:
+            return self._read(spark, {}).schema
+        except AnalysisException:  # dropped in between
+            return None
+
+    def save(self, writer: DataFrameWriter) -> None:
+        writer.saveAsTable(self.sql)
+
+    def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
+        return spark.read.format("delta").options(**options).table(self.sql)
+
+    def _delta(self, spark: SparkSession) -> DeltaTable:
+        return DeltaTable.forName(spark, self.sql)
+
+
+def lake_table(lake: LakeConfig, layer: Layer, database: str, name: str) -> LakeTable:
+    """Table `name` of source database `database` in the lake's `layer` (the changelog is a
+    bronze table, `<table>__changelog`)."""
+    if lake.catalog is None:
+        return PathTable(lake.path(layer, database, name))
+    problem = LakeConfig.name_problem(name)
+    if problem:
+        raise ConfigError(
+            f"lake.catalog is set, but {database}.{name} cannot be a catalog table: its name "
+            f"{problem}"
+        )
+    return CatalogTable(lake.catalog, lake.catalog_schema(layer, database), name)
+
+
+def create_schemas(spark: SparkSession, lake: LakeConfig, database: str) -> None:
+    """With `lake.catalog`, `database`'s bronze and silver schemas unless they exist (managed
+    by the catalog: no location); nothing to create for path tables."""
+    if lake.catalog is None:
+        return
+    layers: tuple[Layer, ...] = ("bronze", "silver")
+    for layer in layers:
+        schema = column_name(lake.catalog_schema(layer, database))
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {column_name(lake.catalog)}.{schema}")
 
 
 def column_name(name: str) -> str:
-    """A source column's name as Spark parses it (`F.col`, MERGE assignments, SQL text):
-    backtick-quoted, backticks doubled, so a dot or a space stays part of the name instead of
-    reaching into a struct or ending it."""
+    """A name as Spark parses it (`F.col`, MERGE assignments, SQL text): backtick-quoted,
+    backticks doubled, so a dot or a space stays part of the name instead of reaching into a
+    struct or ending it."""
     return "`" + name.replace("`", "``") + "`"
 
 

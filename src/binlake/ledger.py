@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.errors import LedgerError
-from binlake.lake import table_exists
+from binlake.lake import PathTable
 from binlake.offsets import BinlogOffset
 
 PENDING = "pending"
@@ -76,26 +76,27 @@ class Ledger:
     def __init__(self, spark: SparkSession, path: str) -> None:
         self._spark = spark
         self.path = path
+        self._lake_table = PathTable(path)  # under lake.root, with or without lake.catalog
 
     def _table(self) -> DeltaTable:
-        return (
-            DeltaTable.createIfNotExists(self._spark)
-            .location(self.path)
-            .addColumns(SCHEMA)
-            .execute()
-        )
+        """The ledger, created empty unless it exists. Not `DeltaTable.createIfNotExists()
+        .location()`: it names the table as SQL text, and finds a `file:///x` root and the
+        `file:/x` Delta records for it to be two locations."""
+        empty = self._spark.createDataFrame([], SCHEMA).write.format("delta").mode("ignore")
+        self._lake_table.save(empty)
+        return self._lake_table.delta(self._spark)
 
     def exists(self) -> bool:
-        return table_exists(self._spark, self.path)
+        return self._lake_table.exists(self._spark)
 
     def chunks(self, table: str | None = None) -> list[ChunkState]:
         """All ledger rows (of one table), ordered by table and chunk id."""
         if not self.exists():
             return []
-        frame = self._spark.read.format("delta").load(self.path)
+        frame = self._lake_table.read(self._spark)
         if table is not None:
             frame = frame.where(frame["table"] == table)
-        states = [_state(row.asDict()) for row in frame.collect()]
+        states = [chunk_state(row.asDict()) for row in frame.collect()]
         return sorted(states, key=lambda s: (s.table, s.chunk_id))
 
     def record_plan(
@@ -114,8 +115,8 @@ class Ledger:
         states = [ChunkState(table, i, split_column, r) for i, r in enumerate(plan())]
         self._table()
         rows = [_row(s) for s in states]
-        self._spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("append").save(
-            self.path
+        self._lake_table.save(
+            self._spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("append")
         )
         return states
 
@@ -170,7 +171,9 @@ def _row(state: ChunkState) -> tuple[object, ...]:
     )
 
 
-def _state(row: dict[str, object]) -> ChunkState:
+def chunk_state(row: dict[str, object]) -> ChunkState:
+    """A ledger row (as a dict) as the chunk it records."""
+
     def offset(prefix: str) -> BinlogOffset | None:
         file, pos = row[f"{prefix}_file"], row[f"{prefix}_pos"]
         return BinlogOffset(str(file), int(pos)) if file is not None and pos is not None else None  # type: ignore[call-overload]

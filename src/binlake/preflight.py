@@ -29,7 +29,7 @@ def preflight(
     """Run every check that needs no Spark; `only` are the snapshot's `--tables`, `server_id`
     the job's own first binlog reader (`source.validate`)."""
     if writes_lake:
-        check_lake_writable(config.lake)
+        check_lake(config)
     # No waiting for a source that was never reached: that is a wrong host, port or password.
     with connection(config.source, wait=False) as conn:
         tables = validate(conn, config, server_id)
@@ -40,14 +40,35 @@ def preflight(
         chosen_tables(tables, only)
 
 
+def check_reachable(source: SourceConfig) -> None:
+    """The source answers and takes the login: what `status` needs before it starts reading the
+    lake, so a wrong host or password ends in one line instead of after Spark's start."""
+    with connection(source, wait=False):
+        pass
+
+
+def check_lake(config: Config) -> None:
+    """The lake root is writable, and with `lake.catalog` the schemas' names (which hold
+    `source.database`) are ones a catalog can hold."""
+    check_lake_writable(config.lake)
+    if config.lake.catalog is not None:
+        config.lake.catalog_schema("bronze", config.source.database)
+        config.lake.catalog_schema("silver", config.source.database)
+
+
 def check_lake_writable(lake: LakeConfig) -> None:
-    """A local lake root must be a directory binlake can create files in (or create). Probed
-    with a temporary file in the root, or in its nearest existing parent, which is removed again:
-    a refused start leaves the lake as it was. URIs (s3://, abfss://) are the runtime's to check.
+    """A local lake root (a path or a `file:` URI) must be a directory binlake can create files
+    in (or create). Probed with a temporary file in the root, or in its nearest existing parent,
+    which is removed again: a refused start leaves the lake as it was. Other URIs (s3://,
+    abfss://, dbfs:/) are the runtime's to check: only Spark reaches them with the cluster's
+    credentials.
     """
-    if "://" in lake.root:
+    from binlake.lake_files import local_path  # pulls in pyarrow: only when it is needed
+
+    local = local_path(lake.root)
+    if local is None:
         return
-    root = Path(lake.root).absolute()
+    root = Path(local).absolute()
     existing = next(p for p in (root, *root.parents) if p.exists())
     if not existing.is_dir():
         where = "is a file" if existing == root else f"cannot be created: {existing} is a file"

@@ -11,21 +11,21 @@ the server after a second, later DDL is a clear error, never a misread row.
 
 Entries live as one small JSON file per table under `_system/schemas/<db>/<table>.json`; the
 stream's driver writes them before the batch that met the DDL commits, and the next batch's
-planning reads them, so each batch starts from the schemas in force at its start offset.
+planning reads them, so each batch starts from the schemas in force at its start offset. Both
+read and write through `lake_files` (the planning runs where only `ArrowFiles` can).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from binlake.ddl import Ddl, TableRef, parse_ddl
 from binlake.errors import SourceError
+from binlake.lake_files import LakeFiles, join
 from binlake.offsets import BinlogOffset
 from binlake.source import TableSchema, captured_by
 
@@ -53,33 +53,22 @@ class SchemaEntry:
         return cls(BinlogOffset.from_dict(data["offset"]), schema, data["statement"])
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Replace `path` atomically: a reader sees the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(data, indent=1))
-    os.replace(partial, path)
-
-
 class SchemaHistory:
     """The lake's schema history: per table, entries in offset order."""
 
-    def __init__(self, root: str) -> None:
-        self.root = Path(root)
+    def __init__(self, root: str, files: LakeFiles) -> None:
+        self.root = root
+        self.files = files
 
-    def _file(self, table: str) -> Path:
+    def _file(self, table: str) -> str:
         database, name = table.split(".", 1)
-        return self.root / database / f"{name}.json"
+        return join(self.root, database, f"{name}.json")
 
     def entries(self, table: str) -> list[SchemaEntry]:
-        path = self._file(table)
-        if not path.exists():
+        text = self.files.read_text(self._file(table))
+        if text is None:
             return []
-        return [SchemaEntry.from_json(e) for e in json.loads(path.read_text())]
-
-    def tables(self, database: str) -> list[str]:
-        folder = self.root / database
-        return sorted(f"{database}.{p.stem}" for p in folder.glob("*.json"))
+        return [SchemaEntry.from_json(e) for e in json.loads(text)]
 
     def at(self, table: str, offset: BinlogOffset) -> SchemaEntry | None:
         """The entry in force just after `offset`: the last one at or before it, else the first
@@ -92,11 +81,16 @@ class SchemaHistory:
         """Add (or replace) the entry at `entry.offset`; entries after it are a replayed run's
         future and are dropped with it."""
         kept = [e for e in self.entries(table) if e.offset < entry.offset]
-        _write_json(self._file(table), [e.to_json() for e in [*kept, entry]])
+        self._write(table, [*kept, entry])
 
     def reset(self, table: str, base: SchemaEntry) -> None:
         """Start the table's history again from a new snapshot's schema."""
-        _write_json(self._file(table), [base.to_json()])
+        self._write(table, [base])
+
+    def _write(self, table: str, entries: list[SchemaEntry]) -> None:
+        self.files.write_text(
+            self._file(table), json.dumps([e.to_json() for e in entries], indent=1)
+        )
 
 
 #: The `StreamTables` file in a stream job's checkpoint folder.
@@ -108,20 +102,22 @@ class StreamTables:
     stream's start). A table joins when its snapshot finishes or when it is created; `--reset`
     takes it out until its new snapshot finishes. Kept beside the job's checkpoint."""
 
-    def __init__(self, path: str) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str, files: LakeFiles) -> None:
+        self.path = path
+        self.files = files
 
     def read(self) -> dict[str, BinlogOffset | None]:
-        if not self.path.exists():
+        text = self.files.read_text(self.path)
+        if text is None:
             return {}
-        data = json.loads(self.path.read_text())
-        return {t: BinlogOffset.from_dict(o) if o else None for t, o in data.items()}
+        return {t: BinlogOffset.from_dict(o) if o else None for t, o in json.loads(text).items()}
 
     def write(self, tables: dict[str, BinlogOffset | None]) -> None:
-        _write_json(self.path, {t: o.to_dict() if o else None for t, o in sorted(tables.items())})
+        data = {t: o.to_dict() if o else None for t, o in sorted(tables.items())}
+        self.files.write_text(self.path, json.dumps(data, indent=1))
 
     def exists(self) -> bool:
-        return self.path.exists()
+        return self.files.exists(self.path)
 
 
 @dataclass(frozen=True)

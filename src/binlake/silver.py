@@ -16,15 +16,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.change_record import typed_image
 from binlake.config import Config
-from binlake.lake import column_mapping, column_name, table_exists, table_schema
-from binlake.snapshot import bronze_path
+from binlake.lake import LakeTable, column_mapping, column_name, lake_table
+from binlake.snapshot import bronze_table
 from binlake.source import TableSchema
 from binlake.typemap import exact_key, key_literal, spark_schema
 
@@ -38,12 +37,12 @@ SILVER_FILE_ROWS = 50_000  # rows per silver file at creation (see ensure_silver
 MERGE_KEY_LIST_LIMIT = 1000
 
 
-def silver_path(config: Config, table: TableSchema) -> str:
-    return config.lake.path("silver", table.database, table.name)
+def silver_table(config: Config, table: TableSchema) -> LakeTable:
+    return lake_table(config.lake, "silver", table.database, table.name)
 
 
-def changelog_path(config: Config, table: TableSchema) -> str:
-    return config.lake.path("bronze", table.database, f"{table.name}__changelog")
+def changelog_table(config: Config, table: TableSchema) -> LakeTable:
+    return lake_table(config.lake, "bronze", table.database, f"{table.name}__changelog")
 
 
 def offset_token(file: Column, pos: Column, row: Column) -> Column:
@@ -68,13 +67,13 @@ def ensure_silver(
     vectors keep that layout: a MERGE marks a file's changed rows deleted instead of rewriting
     the file, so only the changed rows are written anew.
     """
-    path = silver_path(config, table)
-    exists = table_exists(spark, path)
+    silver = silver_table(config, table)
+    exists = silver.exists(spark)
     if exists and not replace:
         return
     columns = list(table.column_names)
     if from_bronze:
-        bronze = spark.read.format("delta").load(bronze_path(config, table))
+        bronze = bronze_table(config, table).read(spark)
         key = [F.col(column_name(k)) for k in table.key]
         initial = (
             bronze.select(
@@ -94,14 +93,14 @@ def ensure_silver(
         # Delta refuses a table's first commit holding rows when it maps columns by name and
         # has the Change Data Feed on (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION): such a
         # table is created empty, then filled.
-        _save_silver(spark.createDataFrame([], initial.schema), path, mapping, "errorifexists")
+        _save_silver(spark.createDataFrame([], initial.schema), silver, mapping, "errorifexists")
         exists = True
-    _save_silver(initial, path, mapping, "overwrite" if exists else "errorifexists")
+    _save_silver(initial, silver, mapping, "overwrite" if exists else "errorifexists")
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
 
 
-def _save_silver(frame: DataFrame, path: str, mapping: dict[str, str], mode: str) -> None:
-    (
+def _save_silver(frame: DataFrame, silver: LakeTable, mapping: dict[str, str], mode: str) -> None:
+    silver.save(
         frame.write.format("delta")
         .option("delta.enableChangeDataFeed", "true")
         .option("delta.enableDeletionVectors", "true")
@@ -109,14 +108,13 @@ def _save_silver(frame: DataFrame, path: str, mapping: dict[str, str], mode: str
         .options(**mapping)
         .mode(mode)
         .option("overwriteSchema", "true")
-        .save(path)
     )
 
 
-def data_columns(spark: SparkSession, path: str) -> T.StructType | None:
-    """Silver's data columns (its schema without `_binlake_offset`); None if there is no silver
-    table at `path`."""
-    schema = table_schema(spark, path)
+def data_columns(spark: SparkSession, silver: LakeTable) -> T.StructType | None:
+    """Silver's data columns (its schema without `_binlake_offset`); None if there is no such
+    silver table."""
+    schema = silver.schema(spark)
     if schema is None:
         return None
     return T.StructType([f for f in schema.fields if f.name != OFFSET_COLUMN])
@@ -183,7 +181,7 @@ class TableApply:
         return typed.agg(F.count(F.lit(1)).alias("count"), *bounds, *keys).collect()[0]
 
     def _append_changelog(self, typed: DataFrame, app: str, version: int) -> None:
-        (
+        changelog_table(self.config, self.table).save(
             typed.select(
                 "_op",
                 F.col("_offset").alias(OFFSET_COLUMN),
@@ -200,7 +198,6 @@ class TableApply:
             .options(**column_mapping(self.columns.fieldNames()))
             .option("txnAppId", app)
             .option("txnVersion", version)
-            .save(changelog_path(self.config, self.table))
         )
 
     def _merge(self, typed: DataFrame, summary: Row) -> None:
@@ -222,7 +219,8 @@ class TableApply:
         }
         newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
         (
-            DeltaTable.forPath(typed.sparkSession, silver_path(self.config, self.table))
+            silver_table(self.config, self.table)
+            .delta(typed.sparkSession)
             .alias("t")
             .merge(collapsed.alias("s"), on)
             .whenMatchedDelete(condition=f"s._op = 'delete' AND {newer}")

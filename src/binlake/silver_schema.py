@@ -15,17 +15,16 @@ import logging
 import re
 from dataclasses import dataclass
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.config import Config
 from binlake.errors import SchemaChangeError
-from binlake.lake import column_mapping, column_name, table_exists
+from binlake.lake import LakeTable, column_mapping, column_name
 from binlake.offsets import BinlogOffset
 from binlake.schema_changes import ColumnChange, column_changes, unapplicable
-from binlake.silver import changelog_path, data_columns, ensure_silver, silver_path
+from binlake.silver import changelog_table, data_columns, ensure_silver, silver_table
 from binlake.source import TableSchema
 from binlake.typemap import spark_schema
 
@@ -51,14 +50,10 @@ class SchemaChangeRecord:
         return f"at {self.offset} ({' '.join(self.statement.split())[:160]})"
 
 
-def _sql_path(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
-
-
 def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChangeRecord) -> None:
     """Change silver as `change` and `stream.schema_changes` say (or raise before changing it)."""
     if change.kind == "truncate" and change.after is not None:
-        DeltaTable.forPath(spark, silver_path(config, change.after)).delete()
+        silver_table(config, change.after).delta(spark).delete()
         log.info("%s truncated %s: silver emptied", change.table, change.where())
     elif change.after is None:
         log.warning(
@@ -98,57 +93,54 @@ def _alter(
             "stop, so the stream stopped before that change: set it to lenient or evolve to "
             f"apply it, or {_remedy(change)}"
         )
-    path = silver_path(config, after)
+    silver = silver_table(config, after)
     for column_change in changes:
-        _apply_column_change(spark, config, path, after, column_change)
+        _apply_column_change(spark, config, silver, after, column_change)
     log.info("%s changed %s: silver applied %s", change.table, change.where(), described)
 
 
 def _apply_column_change(
-    spark: SparkSession, config: Config, path: str, after: TableSchema, change: ColumnChange
+    spark: SparkSession, config: Config, silver: LakeTable, after: TableSchema, change: ColumnChange
 ) -> None:
     evolve = config.stream.schema_changes == "evolve"
-    table = _sql_path(path)
     if change.kind == "add":
-        _add_column(spark, path, after, change.column, change.new_type)
+        _add_column(spark, silver, after, change.column, change.new_type)
     elif change.kind == "drop" and evolve:
-        _enable_column_mapping(spark, path)
-        spark.sql(f"ALTER TABLE {table} DROP COLUMN {column_name(change.column)}")
+        _enable_column_mapping(spark, silver)
+        spark.sql(f"ALTER TABLE {silver.sql} DROP COLUMN {column_name(change.column)}")
     elif change.kind == "rename" and change.old_name is not None:
         if evolve:
-            _enable_column_mapping(spark, path)
+            _enable_column_mapping(spark, silver)
             spark.sql(
-                f"ALTER TABLE {table} RENAME COLUMN {column_name(change.old_name)} TO "
+                f"ALTER TABLE {silver.sql} RENAME COLUMN {column_name(change.old_name)} TO "
                 f"{column_name(change.column)}"
             )
         else:
-            _add_column(spark, path, after, change.column, change.old_type)
-            DeltaTable.forPath(spark, path).update(
+            _add_column(spark, silver, after, change.column, change.old_type)
+            silver.delta(spark).update(
                 set={column_name(change.column): F.col(column_name(change.old_name))}
             )
     elif change.kind == "retype" and change.new_type is not None:
-        _widen(spark, path, change.column, change.new_type)
-        changelog = changelog_path(config, after)
-        if table_exists(spark, changelog):
+        _widen(spark, silver, change.column, change.new_type)
+        changelog = changelog_table(config, after)
+        if changelog.exists(spark):
             for side in ("_before", "_after"):
                 _widen(spark, changelog, f"{side}.{column_name(change.column)}", change.new_type)
 
 
 def _add_column(
-    spark: SparkSession, path: str, after: TableSchema, column: str, kind: T.DataType | None
+    spark: SparkSession, silver: LakeTable, after: TableSchema, column: str, kind: T.DataType | None
 ) -> None:
     """Add `column` unless silver has it; existing rows take the source's literal default."""
-    columns = data_columns(spark, path)
+    columns = data_columns(spark, silver)
     if columns is None or column in columns.fieldNames() or kind is None:
         return
     if column_mapping([column]):  # a name Delta takes only with columns mapped by name
-        _enable_column_mapping(spark, path)
-    spark.sql(
-        f"ALTER TABLE {_sql_path(path)} ADD COLUMNS ({column_name(column)} {kind.simpleString()})"
-    )
+        _enable_column_mapping(spark, silver)
+    spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({column_name(column)} {kind.simpleString()})")
     default = _literal_default(after, column)
     if default is not None:
-        DeltaTable.forPath(spark, path).update(set={column_name(column): F.lit(default).cast(kind)})
+        silver.delta(spark).update(set={column_name(column): F.lit(default).cast(kind)})
 
 
 def _literal_default(table: TableSchema, column: str) -> str | None:
@@ -172,36 +164,35 @@ def _literal_default(table: TableSchema, column: str) -> str | None:
     return None
 
 
-def _enable_column_mapping(spark: SparkSession, path: str) -> None:
+def _enable_column_mapping(spark: SparkSession, table: LakeTable) -> None:
     spark.sql(
-        f"ALTER TABLE {_sql_path(path)} SET TBLPROPERTIES ("
+        f"ALTER TABLE {table.sql} SET TBLPROPERTIES ("
         "'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
         "'delta.minWriterVersion' = '5')"
     )
 
 
-def _widen(spark: SparkSession, path: str, column: str, kind: T.DataType) -> None:
-    table = _sql_path(path)
-    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
-    spark.sql(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE {kind.simpleString()}")
+def _widen(spark: SparkSession, table: LakeTable, column: str, kind: T.DataType) -> None:
+    spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    spark.sql(f"ALTER TABLE {table.sql} ALTER COLUMN {column} TYPE {kind.simpleString()}")
 
 
 def _bring_in(
     spark: SparkSession, config: Config, change: SchemaChangeRecord, after: TableSchema
 ) -> None:
     """A table created (or renamed in) while streaming: captured from its DDL on."""
-    path = silver_path(config, after)
+    silver = silver_table(config, after)
     if change.kind == "rename":
         raise SchemaChangeError(
             f"{change.table} appeared {change.where()} by a rename: its rows are not in the "
             f"binlog. Snapshot it with `binlake snapshot --tables {change.name}`; the stream "
             "then captures it"
         )
-    if table_exists(spark, path):
+    if silver.exists(spark):
         # Created again after a DROP: the new table starts empty.
-        DeltaTable.forPath(spark, path).delete()
+        silver.delta(spark).delete()
         for field in spark_schema(after).fields:
-            _add_column(spark, path, after, field.name, field.dataType)
+            _add_column(spark, silver, after, field.name, field.dataType)
     else:
         ensure_silver(spark, config, after, from_bronze=False)
     log.info("%s created %s: captured from its first row", change.table, change.where())

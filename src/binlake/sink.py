@@ -17,7 +17,6 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -26,10 +25,11 @@ from pyspark.sql import functions as F
 from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
 from binlake.errors import BinlakeError
+from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
-from binlake.silver import TableApply, data_columns, ensure_silver, silver_path, timed
+from binlake.silver import TableApply, data_columns, ensure_silver, silver_table, timed
 from binlake.silver_schema import SchemaChangeRecord, apply_schema_change
 from binlake.snapshot import ledger_path
 from binlake.source import TableSchema
@@ -47,14 +47,20 @@ class BatchSink:
     """The `foreachBatch` function of the stream query `spec.name`."""
 
     def __init__(
-        self, config: Config, spec: StreamSpec, tables: list[TableSchema], checkpoint: str
+        self,
+        config: Config,
+        spec: StreamSpec,
+        tables: list[TableSchema],
+        checkpoint: str,
+        files: LakeFiles,
     ) -> None:
         self.config = config
         self.spec = spec
         self.tables = {t.qualified: t for t in tables}  # the config's tables
-        self.checkpoint = Path(checkpoint)
-        self.history = SchemaHistory(spec.history_root)
-        self.joined = StreamTables(spec.tables_path)
+        self.checkpoint = checkpoint
+        self.files = files
+        self.history = SchemaHistory(spec.history_root, files)
+        self.joined = StreamTables(spec.tables_path, files)
         self.failure: BinlakeError | None = None  # what stopped the query, for a clean message
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -92,7 +98,7 @@ class BatchSink:
                 )  # fmt: skip
         finally:
             batch.unpersist()
-        end = batch_end(self.checkpoint, batch_id)
+        end = batch_end(self.files, self.checkpoint, batch_id)
         if end is not None:
             join_ready_tables(batch.sparkSession, self.config, self.spec, self.tables, end)
 
@@ -133,7 +139,7 @@ def apply_table_changes(
         if high is not None:
             segment = segment.where(F.col("_offset") < position_token(high, 0))
         schema = _segment_schema(history, name, ddl, index)
-        columns = data_columns(spark, silver_path(config, schema)) if schema else None
+        columns = data_columns(spark, silver_table(config, schema)) if schema else None
         if schema is not None and columns is not None:
             TableApply(config, schema, columns)(segment, app, version + index)
         if index < len(ddl):
@@ -186,13 +192,13 @@ def _ddl_record(row: Row) -> SchemaChangeRecord:
     )
 
 
-def batch_end(checkpoint: Path, batch_id: int) -> BinlogOffset | None:
+def batch_end(files: LakeFiles, checkpoint: str, batch_id: int) -> BinlogOffset | None:
     """The end offset of micro-batch `batch_id`, from the query's offset log (written before
     the batch runs)."""
-    logged = checkpoint / "offsets" / str(batch_id)
-    if not logged.exists():
+    logged = files.read_text(join(checkpoint, "offsets", str(batch_id)))
+    if logged is None:
         return None
-    return BinlogOffset.from_dict(json.loads(logged.read_text().strip().splitlines()[-1]))
+    return BinlogOffset.from_dict(json.loads(logged.strip().splitlines()[-1]))
 
 
 def join_ready_tables(
@@ -205,7 +211,8 @@ def join_ready_tables(
     """Join every configured table whose snapshot finished but that the stream does not apply
     yet: apply its changes from its chunks' high watermarks up to `position` (or its last high
     watermark, if later), then record it in the job's table list from there on."""
-    registry = StreamTables(spec.tables_path)
+    files = HadoopFiles(spark)
+    registry = StreamTables(spec.tables_path, files)
     joined = registry.read()
     pending = [t for t in tables if t not in joined]
     if not pending:
@@ -219,7 +226,7 @@ def join_ready_tables(
         marks = ChunkMarks.of([c.range for c in own], [c.hw for c in own if c.hw is not None])
         until = max(position, marks.max_hw)
         ensure_silver(spark, config, table, from_bronze=True, replace=True)
-        _catch_up(spark, config, spec, table, marks, until)
+        _catch_up(spark, config, files, spec, table, marks, until)
         joined = registry.read()
         joined[name] = until
         registry.write(joined)
@@ -235,13 +242,14 @@ def _finished(chunks: list[ChunkState], table: str) -> bool:
 def _catch_up(
     spark: SparkSession,
     config: Config,
+    files: LakeFiles,
     spec: StreamSpec,
     table: TableSchema,
     marks: ChunkMarks,
     until: BinlogOffset,
 ) -> None:
     """A joining table's own changes in (its first high watermark, `until`], applied once."""
-    history = SchemaHistory(spec.history_root)
+    history = SchemaHistory(spec.history_root, files)
     start = marks.min_hw
     if until <= start:
         return
@@ -256,7 +264,7 @@ def _catch_up(
     ddl = _ddl_records(frame)
     app = f"binlake-{config.stream.job_name}-join-{name}"
     apply_table_changes(
-        spark, config, history, StreamTables(spec.tables_path), frame, name, ddl, app,
+        spark, config, history, StreamTables(spec.tables_path, files), frame, name, ddl, app,
         offset_version(until),
     )  # fmt: skip
 

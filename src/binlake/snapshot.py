@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pymysql
@@ -29,12 +28,13 @@ from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
 from binlake.errors import ConfigError, SourceError, carried_by
-from binlake.lake import column_mapping
+from binlake.lake import LakeTable, column_mapping, create_schemas, lake_table
+from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
-from binlake.source import TableSchema, connection, current_offset, validate
+from binlake.source import TableSchema, bulk_driver, connection, current_offset, validate
 from binlake.typemap import spark_schema
 
 log = logging.getLogger(__name__)
@@ -59,16 +59,20 @@ class _Reports(AccumulatorParam[list[ChunkReport]]):
         return a
 
 
-def bronze_path(config: Config, table: TableSchema) -> str:
-    return config.lake.path("bronze", table.database, table.name)
+def bronze_table(config: Config, table: TableSchema) -> LakeTable:
+    return lake_table(config.lake, "bronze", table.database, table.name)
 
 
 def ledger_path(config: Config) -> str:
     return config.lake.path("_system", "chunks")
 
 
-def schema_history(config: Config) -> SchemaHistory:
-    return SchemaHistory(config.lake.path("_system", "schemas"))
+def schema_root(config: Config) -> str:
+    return config.lake.path("_system", "schemas")
+
+
+def schema_history(spark: SparkSession, config: Config) -> SchemaHistory:
+    return SchemaHistory(schema_root(config), HadoopFiles(spark))
 
 
 def bronze_schema(table: TableSchema) -> T.StructType:
@@ -91,11 +95,12 @@ def run_snapshot(
     chunks. With `reset`, the named tables are snapshotted again from scratch."""
     started = time.monotonic()
     source = with_resolved_password(config.source)
-    history = schema_history(config)
+    history = schema_history(spark, config)
     with connection(source) as conn:
         # Read before the schemas: a DDL after it is one the stream meets (schema_history).
         schemas_at = current_offset(conn)
         tables = chosen_tables(validate(conn, config), only)
+        create_schemas(spark, config.lake, config.source.database)
         ledger = Ledger(spark, ledger_path(config))
         if reset:
             for table in tables:
@@ -107,6 +112,8 @@ def run_snapshot(
     total = sum(len(p) for p in plans.values())
     done = sum(1 for p in plans.values() for c in p if c.finished)
     log.info("snapshot: %d tables, %d chunks, %d already finished", len(tables), total, done)
+    if done < total:
+        bulk_driver()  # say here, not only in the workers' logs, which reader the chunks use
     read = rows = 0
     for table in tables:
         pending = [c for c in plans[table.qualified] if not c.finished]
@@ -152,22 +159,24 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     every stream job stops applying it until the new snapshot finishes; then the stream replaces
     its silver from the new bronze and catches it up from the new high watermarks (see
     `sink.join_ready_tables`). The changelog keeps the changes applied before the reset."""
-    for registry in Path(config.lake.path("_system", "checkpoints")).glob(f"*/{TABLES_FILE}"):
-        joined = StreamTables(registry.as_posix())
+    files = HadoopFiles(spark)
+    checkpoints = config.lake.path("_system", "checkpoints")
+    for job in files.names(checkpoints):
+        joined = StreamTables(join(checkpoints, job, TABLES_FILE), files)
         tables = joined.read()
         if table.qualified in tables:
             del tables[table.qualified]
             joined.write(tables)
-            _await_batch_in_flight(registry.parent)
+            _await_batch_in_flight(files, join(checkpoints, job))
     ledger.forget(table.qualified)
-    # Emptied in place (a new version of the same table), never deleted: Delta keeps a view of
-    # each table per session, which a deleted and re-created table would contradict.
-    (
+    # Emptied in place (a new version of the same table; a catalog's CREATE OR REPLACE), never
+    # dropped: Delta keeps a view of each table per session, which a dropped and re-created
+    # table would contradict.
+    bronze_table(config, table).save(
         spark.createDataFrame([], bronze_schema(table))
         .write.format("delta")
         .mode("overwrite")
         .option("overwriteSchema", "true")
-        .save(bronze_path(config, table))
     )
     log.info("snapshot: %s reset; its snapshot starts again", table.qualified)
 
@@ -179,18 +188,18 @@ HEARTBEAT = "binlake-heartbeat"
 HEARTBEAT_STALE_S = 60.0
 
 
-def _await_batch_in_flight(checkpoint: Path) -> None:
+def _await_batch_in_flight(files: LakeFiles, checkpoint: str) -> None:
     """Wait until the stream's batch planned before the table left its list has committed:
     batches planned after it skip the table, so its lake tables can go."""
-    beat = checkpoint / HEARTBEAT
-    if not beat.exists() or time.time() - beat.stat().st_mtime > HEARTBEAT_STALE_S:
+    beat = files.modified(join(checkpoint, HEARTBEAT))
+    if beat is None or time.time() - beat > HEARTBEAT_STALE_S:
         return  # no stream runs on this checkpoint
-    logged = [int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")]
+    logged = batch_ids(files, join(checkpoint, "offsets"))
     if not logged:
         return
     newest = max(logged)
     deadline = time.monotonic() + IN_FLIGHT_WAIT_S
-    while not (checkpoint / "commits" / str(newest)).exists():
+    while not files.exists(join(checkpoint, "commits", str(newest))):
         if time.monotonic() > deadline:
             raise SourceError(
                 f"the stream under {checkpoint} has not finished batch {newest} in "
@@ -198,6 +207,12 @@ def _await_batch_in_flight(checkpoint: Path) -> None:
                 "or run the stream once, then reset again"
             )
         time.sleep(0.5)
+
+
+def batch_ids(files: LakeFiles, log: str) -> list[int]:
+    """The micro-batch ids a streaming checkpoint's `offsets` or `commits` log holds (its files
+    are named by id; Spark's temporary and checksum files are not)."""
+    return [int(name) for name in files.names(log) if name.isdigit()]
 
 
 def with_resolved_password(source: SourceConfig) -> SourceConfig:
@@ -227,12 +242,11 @@ def _ensure_bronze(spark: SparkSession, config: Config, table: TableSchema) -> N
     """An empty bronze table unless there is one. Not `DeltaTable.createIfNotExists().location()`:
     it names the table as SQL text, `delta.`<path>``, without escaping a backtick in the path
     (a database or table name holding one)."""
-    (
+    bronze_table(config, table).save(
         spark.createDataFrame([], bronze_schema(table))
         .write.format("delta")
         .mode("ignore")
         .options(**column_mapping(table.column_names))
-        .save(bronze_path(config, table))
     )
 
 
@@ -269,11 +283,10 @@ def _read_and_commit(
     rows, reports = read_chunks(spark, config, source, table, batch)
     ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
     try:
-        (
+        bronze_table(config, table).save(
             rows.write.format("delta")
             .mode("overwrite")
             .option("replaceWhere", f"_chunk_id IN ({ids})")
-            .save(bronze_path(config, table))
         )
     except Exception as failure:  # a chunk read's own error, raised in a Spark task
         raise carried_by(failure) or failure from None

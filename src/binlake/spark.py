@@ -7,31 +7,52 @@ returns unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-_DEFAULT_IVY = Path(__file__).resolve().parents[2] / ".cache" / "ivy"
+
+def ivy_dir() -> str:
+    """Where Spark's package resolution caches Delta's jars: `BINLAKE_IVY_DIR` (the Makefile's
+    `.cache/ivy`), else the checkout's `.cache/ivy` when binlake runs from its source tree, else a
+    cache in the user's home: an installed wheel has no tree, and its site-packages may not be
+    writable."""
+    if "BINLAKE_IVY_DIR" in os.environ:
+        return os.environ["BINLAKE_IVY_DIR"]
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file():
+        return str(checkout / ".cache" / "ivy")
+    return str(Path.home() / ".cache" / "binlake" / "ivy")
 
 
 def local_session(
-    app_name: str = "binlake", cores: int | None = None, extra_jars: Sequence[str] = ()
+    app_name: str = "binlake",
+    cores: int | None = None,
+    extra_jars: Sequence[str] = (),
+    quiet: bool = False,
+    warehouse_dir: str | None = None,
 ) -> SparkSession:
     """A tuned local session: few shuffle partitions, UI off, UTC, Delta from Maven Central.
 
     Delta's jars are resolved by Spark's package resolution into `BINLAKE_IVY_DIR` (the Makefile
     points it at `.cache/ivy`), so the second start needs no network. `extra_jars` (local paths)
-    join the classpath, e.g. a JDBC driver for the benchmark's baseline.
+    join the classpath, e.g. a JDBC driver for the benchmark's baseline. `quiet` keeps the JVM's
+    start-up banners off the terminal (`without_jvm_banners`). `warehouse_dir` is where the
+    session catalog (`spark_catalog`) keeps managed tables (Spark's default: `./spark-warehouse`);
+    a static setting, so it is fixed when the session starts.
     """
     from delta import configure_spark_with_delta_pip
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers must run the interpreter that has binlake installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    ivy = os.environ.get("BINLAKE_IVY_DIR", str(_DEFAULT_IVY))
+    ivy = ivy_dir()
     master = f"local[{cores}]" if cores else "local[*]"
     builder = (
         SparkSession.builder.master(master)
@@ -53,6 +74,8 @@ def local_session(
         .config("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
     )
+    if warehouse_dir is not None:
+        builder = builder.config("spark.sql.warehouse.dir", warehouse_dir)
     cached = sorted(str(jar) for jar in Path(ivy, "jars").glob("*.jar"))
     if any(Path(jar).name.startswith("io.delta_delta-spark") for jar in cached):
         # Resolved before (make setup): load the cached jars, skipping Ivy's resolution report.
@@ -61,20 +84,81 @@ def local_session(
         if extra_jars:
             builder = builder.config("spark.jars", ",".join(extra_jars))
         builder = configure_spark_with_delta_pip(builder)
-    session = builder.getOrCreate()
+    with without_jvm_banners() if quiet else contextlib.nullcontext():
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
 
-def get_or_create(app_name: str = "binlake") -> SparkSession:
-    """The active session (Databricks runtime) or a new local one."""
+#: The oldest Spark binlake runs on: its binlog source is a Python streaming data source with
+#: Trigger.AvailableNow (`stream --available-now`), which Spark supports from 4.2 (SPARK-55304).
+MINIMUM_SPARK = (4, 2)
+
+
+def check_spark_version() -> None:
+    """Refuse an older Spark in one line instead of an ImportError deep in the stream source
+    (a Databricks job cluster on a runtime before 19)."""
+    import pyspark
+
+    from binlake.errors import ConfigError
+
+    found = tuple(int(part) for part in re.findall(r"\d+", pyspark.__version__)[:2])
+    if found < MINIMUM_SPARK:
+        raise ConfigError(
+            f"binlake needs Spark {'.'.join(map(str, MINIMUM_SPARK))} or later (its binlog "
+            "stream source uses Spark 4.2's Python streaming API), this runtime has Spark "
+            f"{pyspark.__version__}: on Databricks, run the job clusters on 19.x-scala2.13 or later"
+        )
+
+
+def get_or_create(app_name: str = "binlake", quiet: bool = True) -> SparkSession:
+    """The active session (Databricks runtime) or a new local one, `quiet` as above."""
     active = SparkSession.getActiveSession()
-    return active if active is not None else local_session(app_name)
+    return active if active is not None else local_session(app_name, quiet=quiet)
+
+
+#: Lines every local JVM start prints, which tell a binlake user nothing: the vector module
+#: Spark always adds, Hadoop's missing native library, log4j's default-profile notice.
+JVM_BANNERS = (
+    b"WARNING: Using incubator modules",
+    b"Using Spark's default log4j profile",
+    b'Setting default log level to "WARN"',
+    b"To adjust logging level use sc.setLogLevel",
+    b"WARN NativeCodeLoader",
+)
+
+
+@contextlib.contextmanager
+def without_jvm_banners() -> Iterator[None]:
+    """Start the JVM (inside the block) with its stderr going through a filter that drops
+    `JVM_BANNERS` and forwards every other line, for as long as the JVM lives.
+
+    The JVM inherits file descriptor 2 when PySpark launches it, so the filter is a pipe put in
+    place of fd 2 for the launch only; the Python workers the JVM spawns write through it too,
+    so their warnings and errors still reach the terminal.
+    """
+    read_end, write_end = os.pipe()
+    terminal = os.dup(2)
+    threading.Thread(
+        target=_forward_lines, args=(read_end, terminal), name="jvm-stderr", daemon=True
+    ).start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        os.dup2(terminal, 2)
+
+
+def _forward_lines(read_end: int, terminal: int) -> None:
+    with os.fdopen(read_end, "rb") as lines:
+        for line in lines:
+            if not any(banner in line for banner in JVM_BANNERS):
+                os.write(terminal, line)
 
 
 if __name__ == "__main__":
     # `make setup` runs this once to resolve and cache Delta's jars.
     spark = local_session("binlake-setup", cores=1)
-    cache = os.environ.get("BINLAKE_IVY_DIR", _DEFAULT_IVY)
-    print(f"Spark {spark.version} with Delta ready (jars cached in {cache})")
+    print(f"Spark {spark.version} with Delta ready (jars cached in {ivy_dir()})")
     spark.stop()

@@ -13,7 +13,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -22,12 +21,21 @@ from pyspark.sql.streaming import StreamingQuery
 from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
 from binlake.errors import SnapshotIncompleteError, carried_by
+from binlake.lake import create_schemas
+from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver
-from binlake.sink import BatchSink, join_ready_tables
-from binlake.snapshot import HEARTBEAT, ledger_path, schema_history, with_resolved_password
+from binlake.sink import BatchSink, batch_end, join_ready_tables
+from binlake.snapshot import (
+    HEARTBEAT,
+    batch_ids,
+    ledger_path,
+    schema_history,
+    schema_root,
+    with_resolved_password,
+)
 from binlake.source import (
     TableSchema,
     connection,
@@ -44,23 +52,19 @@ def checkpoint_path(config: Config) -> str:
     return config.lake.path("_system", "checkpoints", config.stream.job_name)
 
 
-def checkpoint_offset(config: Config) -> BinlogOffset | None:
+def checkpoint_offset(files: LakeFiles, config: Config) -> BinlogOffset | None:
     """The end offset of the newest committed micro-batch in the query's checkpoint."""
-    root = Path(checkpoint_path(config))
-    commits = sorted((int(p.name) for p in (root / "commits").glob("[0-9]*")), reverse=True)
-    for batch in commits:
-        offsets = root / "offsets" / str(batch)
-        if offsets.exists():
-            source_offset = offsets.read_text().strip().splitlines()[-1]
-            return BinlogOffset.from_dict(json.loads(source_offset))
+    root = checkpoint_path(config)
+    for batch in sorted(batch_ids(files, join(root, "commits")), reverse=True):
+        end = batch_end(files, root, batch)
+        if end is not None:
+            return end
     return None
 
 
-def stream_tables(config: Config) -> StreamTables:
-    """The tables this config's stream job applies (see `StreamTables`)."""
-    return StreamTables(
-        config.lake.path("_system", "checkpoints", config.stream.job_name, TABLES_FILE)
-    )
+def tables_file(config: Config) -> str:
+    """The `StreamTables` of this config's stream job: the tables it applies."""
+    return join(checkpoint_path(config), TABLES_FILE)
 
 
 def _created_while_streaming(history: SchemaHistory, table: str) -> bool:
@@ -84,28 +88,26 @@ def stream_spec(
         patterns=tuple(config.source.tables) if config.source.tables is not None else None,
         split_keys=dict(config.snapshot.split_keys),
         start=start,
-        history_root=schema_history(config).root.as_posix(),
-        tables_path=stream_tables(config).path.as_posix(),
+        history_root=schema_root(config),
+        tables_path=tables_file(config),
         marks=marks,
     )
 
 
-def _start_file(config: Config) -> Path:
-    return Path(checkpoint_path(config), "binlake-start.json")
-
-
-def resolved_start(config: Config, resolve: Callable[[], BinlogOffset]) -> BinlogOffset:
+def resolved_start(
+    files: LakeFiles, config: Config, resolve: Callable[[], BinlogOffset]
+) -> BinlogOffset:
     """The query's start offset, resolved once and kept beside the checkpoint.
 
     Spark logs no offset for a run that found nothing to read, so without this a second
     `latest-offset` (or `timestamp`) run would re-resolve "now" and skip what happened between.
     """
-    saved = _start_file(config)
-    if saved.exists():
-        return BinlogOffset.from_dict(json.loads(saved.read_text()))
+    saved = join(checkpoint_path(config), "binlake-start.json")
+    text = files.read_text(saved)
+    if text is not None:
+        return BinlogOffset.from_dict(json.loads(text))
     start = resolve()
-    saved.parent.mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps(start.to_dict()))
+    files.write_text(saved, json.dumps(start.to_dict()))
     return start
 
 
@@ -171,8 +173,10 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
                 "the columns apart (set binlog_row_metadata=FULL, MariaDB 10.5+ / MySQL 8.0+)"
             )
     initial = config.stream.startup_mode == "initial"
-    registry = stream_tables(config)
-    resume = checkpoint_offset(config)
+    files = HadoopFiles(spark)
+    create_schemas(spark, config.lake, config.source.database)
+    registry = StreamTables(tables_file(config), files)
+    resume = checkpoint_offset(files, config)
     # The job's first start applies every configured table; silver that exists already (a job
     # started anew after a purged binlog, over re-snapshotted bronze) is replaced from bronze.
     first_start = resume is None and not registry.exists()
@@ -181,10 +185,10 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     joined = registry.read()
     applied = [t for t in tables if t.qualified in joined]
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
-    history = schema_history(config)
+    history = schema_history(spark, config)
     created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}
     marks = chunk_marks(applied, chunks, created) if initial else {}
-    start = resume or resolved_start(config, lambda: start_offset(config, source, marks))
+    start = resume or resolved_start(files, config, lambda: start_offset(config, source, marks))
     check_available(source, start, sorted(joined), config.stream.job_name)
     for table in applied:
         ensure_silver(spark, config, table, from_bronze=initial, replace=first_start and initial)
@@ -195,7 +199,7 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     if initial:
         join_ready_tables(spark, config, spec, by_name, start)
     spark.dataSource.register(binlog_source(spec))
-    sink = BatchSink(config, spec, tables, checkpoint_path(config))
+    sink = BatchSink(config, spec, tables, checkpoint_path(config), files)
     writer = (
         spark.readStream.format(spec.name)
         .load()
@@ -217,24 +221,24 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     )
     query = writer.start()
     try:
-        batches, changes = _follow(query, config)
+        batches, changes = _follow(query, config, files)
     except StreamingQueryException as failure:
         raise sink.failure or carried_by(failure) or failure from None
     return StreamSummary(batches, changes, time.monotonic() - started)
 
 
-def _follow(query: StreamingQuery, config: Config) -> tuple[int, int]:
+def _follow(query: StreamingQuery, config: Config, files: LakeFiles) -> tuple[int, int]:
     """Wait for the query, logging each batch's progress; (batches, changes) when it ends."""
     totals = [0, 0]
     seen: set[int] = set()
-    beat = Path(checkpoint_path(config), HEARTBEAT)
+    beat = join(checkpoint_path(config), HEARTBEAT)
     try:
         while query.isActive:
-            beat.touch()  # a reset waits for this stream's batch in flight (reset_table)
+            files.write_text(beat, "")  # a reset waits for this stream's batch in flight
             query.awaitTermination(min(max(int(config.stream.trigger_seconds), 1), 10))
             _log_progress(query, seen, totals)
     finally:
-        beat.unlink(missing_ok=True)
+        files.delete(beat)
     _log_progress(query, seen, totals)
     failure = query.exception()
     if failure is not None:

@@ -36,6 +36,7 @@ from binlake.changes import RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
 from binlake.config import SourceConfig
 from binlake.errors import SourceError
+from binlake.lake_files import ArrowFiles
 from binlake.offsets import BinlogOffset, position_token
 from binlake.planner import key_order
 from binlake.schema_history import (
@@ -101,9 +102,13 @@ class StreamSpec:
 
     def plan(self, start: BinlogOffset, end: BinlogOffset) -> BinlogRange:
         """The read of `(start, end]`: the job's tables with their schema histories, and the
-        floor at or below which each table's rows are already applied."""
-        history = SchemaHistory(self.history_root)
-        joined = StreamTables(self.tables_path).read()
+        floor at or below which each table's rows are already applied.
+
+        Spark runs this in a Python process of its own, without a JVM: the files are read
+        with `ArrowFiles`."""
+        files = ArrowFiles()
+        history = SchemaHistory(self.history_root, files)
+        joined = StreamTables(self.tables_path, files).read()
         entries = {t: tuple(history.entries(t)) for t in joined}
         floors = {t: since for t, since in joined.items() if since is not None}
         for table, marks in self.marks.items():

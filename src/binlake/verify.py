@@ -25,7 +25,7 @@ from binlake.config import Config, SourceConfig
 from binlake.lake import column_name
 from binlake.ledger import ChunkState, Ledger
 from binlake.planner import key_order
-from binlake.silver import silver_path
+from binlake.silver import silver_table
 from binlake.snapshot import ledger_path, read_chunks, with_resolved_password
 from binlake.source import TableSchema, connection, validate
 
@@ -71,9 +71,7 @@ def verify_silver(spark: SparkSession, config: Config) -> VerifyReport:
         ]
         rows, _ = read_chunks(spark, config, source, table, chunks)
         source_digest = {r["_chunk_id"]: r for r in _digest(rows, table.column_names).collect()}
-        silver = _assign_chunks(
-            spark.read.format("delta").load(silver_path(config, table)), source, table, chunks
-        )
+        silver = _assign_chunks(silver_table(config, table).read(spark), source, table, chunks)
         silver_digest = {r["_chunk_id"]: r for r in _digest(silver, table.column_names).collect()}
         for chunk in chunks:
             ours, theirs = source_digest.get(chunk.chunk_id), silver_digest.get(chunk.chunk_id)

@@ -225,6 +225,19 @@ def test_bad_input_is_refused_before_spark_in_one_line(
     assert not lake.exists(), "a refused start wrote to the lake"
 
 
+@pytest.mark.parametrize("command", ["stream", "run", "status", "verify"])
+def test_every_command_refuses_an_unreachable_source_before_spark(
+    command: str, db_env: dict[str, str], make_config: Callable[..., Any], tmp_path: Path
+) -> None:
+    raw = _raw_config(make_config(), {"source": {"port": free_port()}})
+
+    outcome = run_cli(tmp_path, raw, [command])
+
+    words = ["cannot connect to 127.0.0.1:", "Connection refused", "source.port"]
+    assert_refused_cleanly(outcome, 3, words, db_env["BINLAKE_SOURCE_PASSWORD"])
+    assert not Path(raw["lake"]["root"]).exists(), "a refused start wrote to the lake"
+
+
 def test_a_start_that_passes_the_checks_does_reach_the_jvm(
     sql: Callable[..., Any], make_config: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -288,3 +301,38 @@ def test_unusable_binlog_setting_is_refused_before_spark(
     outcome = run_cli(tmp_path, raw, ["snapshot"], env={"BINLAKE_SOURCE_PASSWORD": server.password})
     assert_refused_cleanly(outcome, 4, _BINLOG_SETTINGS[case][1], server.password)
     assert not Path(config.lake.root).exists(), "a refused start wrote to the lake"
+
+
+def test_status_reads_the_lake_without_starting_spark(
+    spark: Any,
+    sql: Callable[..., Any],
+    make_config: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    """`binlake status` counts silver exactly (deletion vectors included) with no JVM: the
+    fake `java` fails any Spark start."""
+    from binlake import jobs
+
+    sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    sql("INSERT INTO t VALUES " + ",".join(f"({i}, {i})" for i in range(1, 301)))
+    config = make_config()
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    sql("DELETE FROM t WHERE id % 7 = 0")  # silver keeps these rows' files, marked deleted
+    jobs.stream(spark, config, available_now=True)
+    remaining = sql("SELECT COUNT(*) FROM t")[0][0]
+
+    outcome = run_cli(tmp_path, _raw_config(config, {}), ["status"])
+
+    assert outcome.code == 0, outcome.stderr
+    assert not outcome.jvm_started
+    row = next(
+        line
+        for line in outcome.stdout.splitlines()
+        if line.startswith(f"{config.source.database}.t ")
+    )
+    chunks, bronze, silver, state = row.split()[1:]
+    assert (chunks, bronze, silver, state) == ("3/3", "300", f"{remaining:,}", "finished")
+    assert (
+        "stream silver: at mysql-bin." in outcome.stdout and "lag 0 binlog bytes" in outcome.stdout
+    )

@@ -1,5 +1,5 @@
-"""The bundle's jobs, run on this machine by `binlake bundle run`, against the real MariaDB and
-Delta: the same tasks (python_wheel_task → `binlake.cli.main`) a workspace would run."""
+"""The bundle's jobs, run on this machine by `binlake bundle run-local`, against the real MariaDB
+and Delta: the same tasks (python_wheel_task → `binlake.cli.main`) a workspace would run."""
 
 from __future__ import annotations
 

@@ -262,9 +262,10 @@ def _await_stream_at(
 
 
 def _batch_end(checkpoint: Path, batch: int) -> tuple[str, int]:
+    from binlake.lake_files import ArrowFiles
     from binlake.sink import batch_end
 
-    end = batch_end(checkpoint, batch)
+    end = batch_end(ArrowFiles(), str(checkpoint), batch)
     assert end is not None
     return end.file, end.pos
 
@@ -285,6 +286,10 @@ KILL_POINTS = {
 }
 
 
+#: Chunking of the kill-point runs' 600 rows: 12 chunks, 3 commits (so a second call exists).
+KILL_SNAPSHOT = {"chunk_size": 50, "parallelism": 2, "chunks_per_commit": 4}
+
+
 @pytest.mark.parametrize("point", sorted(KILL_POINTS))
 def test_driver_killed_at_each_point_reruns_exactly(
     spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any,
@@ -295,29 +300,37 @@ def test_driver_killed_at_each_point_reruns_exactly(
     from .test_schema_changes import _seed
 
     _seed(sql, 600)
-    config = make_config(snapshot={"chunk_size": 50, "parallelism": 2, "chunks_per_commit": 4})
-    target, when, call = KILL_POINTS[point]
-    command = "snapshot" if point.startswith("snapshot") else "stream"
-    config_file = tmp_path / "binlake.yml"
-    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
+    config = make_config(snapshot=KILL_SNAPSHOT)
+    config_file = write_config(config, tmp_path / "binlake.yml")
     with Racer(db_env, database):
-        if command == "stream":
+        if point.startswith("stream"):
             jobs.snapshot(spark, config)
             time.sleep(1)  # changes for the stream's first batch
-        args = [command, "--config", str(config_file)]
-        if command == "stream":
-            args.append("--available-now")
-        crashed = subprocess.run(
-            [sys.executable, str(ROOT / "tests" / "integration" / "crash.py"),
-             target, when, str(call), "--", *args],
-            env=subprocess_env(), capture_output=True, text=True, cwd=ROOT, timeout=600,
-        )  # fmt: skip
-        assert crashed.returncode == 137, crashed.stderr[-3000:]
-        assert "crash: killed" in crashed.stderr
+        run_killed(config_file, point)
         jobs.run(spark, config)  # the rerun: finishes the snapshot, resumes the stream
     jobs.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def write_config(config: Any, path: Path) -> Path:
+    """The config as a file for a child process (the password stays an environment variable)."""
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
+    return path
+
+
+def run_killed(config_file: Path, point: str) -> None:
+    """`binlake snapshot` or `binlake stream --available-now` in a child process, killed at
+    `point` (`KILL_POINTS`)."""
+    target, when, call = KILL_POINTS[point]
+    args = ["snapshot"] if point.startswith("snapshot") else ["stream", "--available-now"]
+    crashed = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "integration" / "crash.py"),
+         target, when, str(call), "--", *args, "--config", str(config_file)],
+        env=subprocess_env(), capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert crashed.returncode == 137, crashed.stderr[-3000:]
+    assert "crash: killed" in crashed.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from binlake import jobs
 from binlake.errors import SchemaChangeError
+from binlake.lake import lake_table
 
 from .replay import connect
 
@@ -121,19 +122,18 @@ def assert_silver_is_source(spark: Any, sql: Any, config: Any, table: str) -> li
     schema = T.StructType([T.StructField(n, t, True) for n, t in columns])
     quoted = ", ".join(f"`{n}`" for n in names)
     expected = spark.createDataFrame(sql(f"SELECT {quoted} FROM `{table}`"), schema)
-    silver = spark.read.format("delta").load(
-        config.lake.path("silver", config.source.database, table)
-    )
+    silver = lake_table(config.lake, "silver", config.source.database, table).read(spark)
     actual = silver.select(*[silver[f"`{n}`"].cast(t).alias(n) for n, t in columns])
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
     return [f.name for f in silver.schema.fields]
 
 
 def assert_changelog_holds_each_change_once(spark: Any, config: Any, table: str) -> None:
-    changelog = spark.read.format("delta").load(
-        config.lake.path("bronze", config.source.database, f"{table}__changelog")
-    )
-    assert changelog.count() == changelog.select("_binlake_offset").distinct().count()
+    """A change is its offset and operation: a key-changing update is a delete and an insert
+    at one offset."""
+    name = f"{table}__changelog"
+    changelog = lake_table(config.lake, "bronze", config.source.database, name).read(spark)
+    assert changelog.count() == changelog.select("_binlake_offset", "_op").distinct().count()
 
 
 def _stream(spark: Any, config: Any) -> None:

@@ -17,10 +17,12 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
+from databricks.sdk.service.iam import User
 
 from binlake import jobs
 from binlake.bundle.definition import load_bundle
@@ -145,8 +147,16 @@ def test_password_appears_nowhere(
     # no rendered job setting or task argument may carry it.
     monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", password)
     monkeypatch.setenv(SECRET_ENV, password)
+    workspace = SimpleNamespace(
+        current_user=SimpleNamespace(me=lambda: User(user_name="dev@example.com"))
+    )
+    options: dict[str, dict[str, Any]] = {
+        "local": {},
+        "dev": {"connect": lambda _connection: workspace},
+        "prod": {"environ": {"BUNDLE_VAR_prod_service_principal": "00000000-0000-0000-0000-1"}},
+    }
     for target in ("local", "dev", "prod"):
-        bundle = load_bundle(ROOT, target)
+        bundle = load_bundle(ROOT, target, **options[target])
         for job in bundle.jobs.values():
             rendered = [repr(job.settings.as_dict())]
             rendered += [" ".join(task_arguments(job, task)) for task in job.settings.tasks or []]

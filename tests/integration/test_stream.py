@@ -35,6 +35,7 @@ from pyspark.sql import types as T
 
 from binlake import jobs
 from binlake.errors import BinlogPurgedError, SnapshotIncompleteError
+from binlake.lake import lake_table
 from binlake.ledger import Ledger
 from binlake.offsets import position_token
 from binlake.typemap import spark_schema
@@ -114,10 +115,9 @@ def silver_rows(
     spark: Any, config: Any, oracle: Oracle, version: int | None = None
 ) -> dict[tuple[Any, ...], tuple[Any, ...]]:
     """Silver's data columns keyed by (collation-folded) row key; asserts keys are unique."""
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    frame = reader.load(_silver(config, oracle.schema.name))
+    options = {"versionAsOf": str(version)} if version is not None else {}
+    silver = lake_table(config.lake, "silver", config.source.database, oracle.schema.name)
+    frame = silver.read(spark, **options)
     instants = _instant_columns(oracle)
     # By field name: names may hold dots and backticks.
     rows = [_canonical(tuple(r[c] for c in oracle.columns), instants) for r in frame.collect()]
@@ -152,7 +152,8 @@ def assert_silver_equals_source(
 
 
 def changelog_rows(spark: Any, config: Any, table: str) -> list[tuple[Any, ...]]:
-    frame = spark.read.format("delta").load(_changelog(config, table))
+    name = f"{table}__changelog"
+    frame = lake_table(config.lake, "bronze", config.source.database, name).read(spark)
     columns = ["_op", "_binlake_offset", "_file", "_pos", "_row", "_commit_ts", "_before", "_after"]
     return [tuple(r) for r in frame.select(*columns).collect()]
 

@@ -83,9 +83,9 @@ _BAD_CONFIGS: dict[str, tuple[str, list[str], list[str]]] = {
         ["source.server_id_range [1, 3] holds 3 ids", "plus the stream need 5"],
     ),
     "server_id_range_not_a_pair": (
-        "source: {database: shop, server_id_range: 5400}\n",
+        "source: {database: shop, server_id_range: [5400, 5401, 5402]}\n",
         [],
-        ["source.server_id_range", "valid tuple"],
+        ["source.server_id_range", "at most 2 items"],
     ),
     "override_without_a_value": (
         "source: {database: shop}\n",

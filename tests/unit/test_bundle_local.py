@@ -1,4 +1,4 @@
-"""`binlake bundle run JOB`: tasks in dependency order, each a `binlake` call with the job
+"""`binlake bundle run-local JOB`: tasks in dependency order, each a `binlake` call with the job
 parameters resolved for the target — recorded by a fake in place of `binlake.cli.main`."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 from binlake import cli
 from binlake.bundle.definition import load_bundle
 from binlake.bundle.errors import BundleError
-from binlake.bundle.local import run_job
+from binlake.bundle.local import TaskFailed, run_job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,13 +22,14 @@ REPO = Path(__file__).resolve().parents[2]
 class Recorder:
     """Stands in for `binlake.cli.main`: records each call, fails the commands it is told to."""
 
-    def __init__(self, failing: str | None = None) -> None:
+    def __init__(self, failing: str | None = None, exit_code: int = 2) -> None:
         self.calls: list[list[str]] = []
         self.failing = failing
+        self.exit_code = exit_code
 
     def __call__(self, argv: Sequence[str]) -> int:
         self.calls.append(list(argv))
-        return 2 if argv[0] == self.failing else 0
+        return self.exit_code if argv[0] == self.failing else 0
 
     @property
     def commands(self) -> list[str]:
@@ -127,6 +128,15 @@ def test_failed_task_stops_the_run_and_names_the_skipped_tasks() -> None:
     with pytest.raises(BundleError, match="'snapshot' of job 'silver_catchup' failed with exit "):
         run_job(load_bundle(REPO, "local"), "silver_catchup", execute=recorder)
     assert recorder.commands == ["snapshot"]
+
+
+@pytest.mark.parametrize("exit_code", [3, 8])
+def test_failed_task_exit_code_is_the_runs_exit_code(exit_code: int) -> None:
+    recorder = Recorder(failing="stream", exit_code=exit_code)
+
+    with pytest.raises(TaskFailed) as failed:
+        run_job(load_bundle(REPO, "local"), "silver_catchup", execute=recorder)
+    assert failed.value.exit_code == exit_code
 
 
 def test_dependency_cycle_is_an_error_before_any_task_runs(tmp_path: Path) -> None:

@@ -96,6 +96,49 @@ def test_overrides_set_dotted_keys_with_yaml_typing() -> None:
     assert config.stream.trigger_seconds == 60.0
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("5400-5499", (5400, 5499)), (" 10 - 20 ", (10, 20)), ("[10, 20]", (10, 20))],
+)
+def test_server_id_range_takes_flink_cdcs_dashed_form(text: str, expected: tuple[int, int]) -> None:
+    config = parse_config(MINIMAL, {"source.server_id_range": text})
+    assert config.source.server_id_range == expected
+
+
+def test_a_single_server_id_is_a_range_of_one_and_then_too_small() -> None:
+    raw = {"source": {"database": "shop", "server_id_range": 7}, "snapshot": {"parallelism": 1}}
+    assert "holds 1 ids" in config_error(raw)
+    raw["source"]["server_id_range"] = "7-8"
+    assert parse_config(raw).source.server_id_range == (7, 8)
+
+
+@pytest.mark.parametrize("text", ["5400..5499", "5400-", "-5", "a-b", "5400-5499-5600"])
+def test_a_malformed_dashed_range_is_named(text: str) -> None:
+    message = config_error({"source": {"database": "shop", "server_id_range": text}})
+    assert "source.server_id_range" in message
+    assert "LOW-HIGH like 5400-5499" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("customers, orders_.*", ["customers", "orders_.*"]),
+        ("customers", ["customers"]),
+        (["customers", "orders"], ["customers", "orders"]),
+    ],
+)
+def test_tables_take_a_comma_list_as_well_as_a_yaml_list(
+    value: object, expected: list[str]
+) -> None:
+    config = parse_config({"source": {"database": "shop", "tables": value}})
+    assert config.source.tables == expected
+
+
+def test_tables_comma_list_through_an_override_as_a_job_parameter_gives_it() -> None:
+    assert parse_config(MINIMAL, {"source.tables": "a,b"}).source.tables == ["a", "b"]
+    assert parse_config(MINIMAL, {"source.tables": ""}).source.tables is None
+
+
 def test_overrides_win_over_the_file_and_keep_its_other_keys() -> None:
     raw = {"source": {"database": "shop", "host": "db1"}, "snapshot": {"chunk_size": 10}}
     config = parse_config(raw, {"source.host": "db2"})

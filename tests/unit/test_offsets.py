@@ -1,4 +1,4 @@
-"""Binlog offsets: the total order (file suffix, then position, then row index) of DESIGN.md."""
+"""Binlog offsets: their total order (file suffix, then position, then row index)."""
 
 from __future__ import annotations
 

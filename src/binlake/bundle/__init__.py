@@ -1,7 +1,10 @@
 """The job bundle: `bundle.yml` and `resources/*.yml`, in the Databricks Asset Bundle format.
 
-- `definition`: load the files for a target and resolve `${...}` references;
+- `keys`: the keys the Databricks CLI documents; `definition`: load the files for a target,
+  merge the target in, resolve `${...}` (`variables`) and apply mode, presets, run_as and
+  permissions (`modes`);
+- `workspace`: the SDK client with bounded timeouts, the current user, variable lookups;
 - `tasks`: a job's tasks in dependency order and the `binlake` command line of each;
-- `validate`: offline checks; `local`: run a job here; `deploy`: create or update it on a
-  workspace; `cli`: `binlake bundle validate|run|deploy`.
+- `validate`: binlake's own checks; `local`: run a job here; `deploy`: create or update it on a
+  workspace; `cli`: `binlake bundle validate|run-local|deploy`.
 """

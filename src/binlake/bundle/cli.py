@@ -1,36 +1,92 @@
-"""`binlake bundle validate|run|deploy`: argument parsing only; the work is in the modules."""
+"""`binlake bundle validate|run-local|deploy`: the actions' arguments, and which module does each.
+
+`run-local` runs a job's tasks on this machine: named so that nobody takes it for
+`databricks bundle run`, which starts a deployed job on a workspace.
+Parsing imports nothing heavy: the modules that use `databricks-sdk` load when an action runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
 
-from binlake.bundle.definition import Bundle, load_bundle
-from binlake.bundle.deploy import deploy, workspace_client
 from binlake.bundle.errors import BundleError
-from binlake.bundle.local import run_job
-from binlake.bundle.validate import validate
 
 
-def main(args: Sequence[str]) -> int:
-    options = build_parser().parse_args(args)
-    bundle = load_bundle(options.root, options.target, _pairs(options.var, "--var"))
-    if options.action == "validate":
-        for line in validate(bundle):
+def add_actions(parser: argparse.ArgumentParser, verbosity: argparse.ArgumentParser) -> None:
+    """Add the actions to `binlake bundle`'s parser; `verbosity` is the CLI's `-v` option."""
+    common = argparse.ArgumentParser(add_help=False, parents=[verbosity])
+    common.add_argument("--target", "-t", help="bundle target (default: the `default: true` one)")
+    common.add_argument(
+        "--var",
+        action="append",
+        metavar="NAME=VALUE",
+        help="set a bundle variable (repeatable); beats BUNDLE_VAR_<NAME> and the target's value",
+    )
+    common.add_argument("--root", default=".", help="folder holding bundle.yml (default: .)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser(
+        "validate",
+        parents=[common],
+        help="check the bundle for a target and show its jobs as a deploy would make them",
+        description="Check bundle.yml and resources/ for a target: keys, variables, the rules "
+        "of its mode, each job against the Jobs API's settings and each task as a binlake "
+        "command. Asks the workspace only what the target needs (e.g. the current user).",
+    )
+    run_local = actions.add_parser(
+        "run-local",
+        parents=[common],
+        help="run a job's tasks on this machine, in dependency order (not on a workspace)",
+        description="Run a bundle job's tasks here, in-process, in dependency order; the first "
+        "failing task stops the run and its exit code is binlake's. `databricks bundle run` "
+        "runs a deployed job on the workspace instead.",
+    )
+    _job_arguments(run_local)
+    actions.add_parser(
+        "deploy",
+        parents=[common],
+        help="build and upload the wheel, create or update the jobs on the target's workspace",
+        description="Validate, build the wheel artifact, upload it under the target's root "
+        "path and create or reset each job (with its run_as and permissions) through the "
+        "Jobs API. `databricks bundle deploy` deploys the same files with the Databricks CLI.",
+    )
+
+
+def _job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", help="job key under resources.jobs, e.g. bronze_snapshot")
+    parser.add_argument(
+        "--param", action="append", metavar="NAME=VALUE", help="set a job parameter (repeatable)"
+    )
+
+
+def run_action(args: argparse.Namespace) -> int:
+    """Run the parsed action; failures are `BundleError`s (a failed task's carries its code)."""
+    from binlake.bundle.definition import load_bundle
+    from binlake.bundle.workspace import workspace_client
+
+    # One client per workspace: loading (current user, lookups) and deploying share it.
+    connect = functools.cache(workspace_client)
+    bundle = load_bundle(args.root, args.target, _pairs(args.var, "--var"), connect=connect)
+    if args.action == "validate":
+        from binlake.bundle.validate import describe, validate
+
+        for line in [*describe(bundle), *validate(bundle)]:
             print(line)
         print(f"bundle {bundle.name!r}, target {bundle.target!r}: valid")
-    elif options.action == "run":
-        run_job(bundle, options.job, _pairs(options.param, "--param"))
-    elif options.action == "deploy":
-        _deploy(bundle)
+    elif args.action == "run-local":
+        from binlake.bundle.local import run_job
+
+        run_job(bundle, args.job, _pairs(args.param, "--param"))
+    elif args.action == "deploy":
+        from binlake.bundle.deploy import deploy
+        from binlake.bundle.validate import validate
+
+        validate(bundle)
+        for deployed in deploy(bundle, connect(bundle.connection)):
+            action = "created" if deployed.created else "updated"
+            print(f"{action} job {deployed.job_id}: {deployed.key}")
     return 0
-
-
-def _deploy(bundle: Bundle) -> None:
-    validate(bundle)
-    for deployed in deploy(bundle, workspace_client(bundle)):
-        action = "created" if deployed.created else "updated"
-        print(f"{action} job {deployed.job_id}: {deployed.key}")
 
 
 def _pairs(pairs: Sequence[str] | None, option: str) -> dict[str, str]:
@@ -41,28 +97,3 @@ def _pairs(pairs: Sequence[str] | None, option: str) -> dict[str, str]:
             raise BundleError(f"{option} expects NAME=VALUE, got {pair!r}")
         result[key] = value
     return result
-
-
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--target", "-t", help="bundle target (default: the `default: true` one)")
-    common.add_argument(
-        "--var", action="append", metavar="NAME=VALUE", help="set a bundle variable (repeatable)"
-    )
-    common.add_argument("--root", default=".", help="folder holding bundle.yml (default: .)")
-    parser = argparse.ArgumentParser(
-        prog="binlake bundle", description="Validate, run or deploy the job bundle."
-    )
-    actions = parser.add_subparsers(dest="action", required=True)
-    actions.add_parser("validate", parents=[common], help="check the bundle offline for a target")
-    run = actions.add_parser(
-        "run", parents=[common], help="run a job's tasks on this machine, in dependency order"
-    )
-    run.add_argument("job", help="job key under resources.jobs, e.g. bronze_snapshot")
-    run.add_argument(
-        "--param", action="append", metavar="NAME=VALUE", help="set a job parameter (repeatable)"
-    )
-    actions.add_parser(
-        "deploy", parents=[common], help="build and upload the wheel, create or update the jobs"
-    )
-    return parser

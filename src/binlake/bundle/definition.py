@@ -1,58 +1,67 @@
-"""Load `bundle.yml` and its `resources/*.yml` for one target, with every `${...}` resolved.
+"""Load `bundle.yml` and its includes for one target, as the Databricks CLI would deploy it.
 
 The files are in the Databricks Asset Bundle format, so the Databricks CLI deploys the same
-bundle. binlake reads the subset it uses — bundle name, includes, variables, targets (workspace
-host and root path, variable values), whl artifacts, jobs — and rejects any other key instead of
-ignoring it. Each job is parsed into the SDK's `JobSettings`, and the parse must lose nothing:
-what `binlake bundle deploy` sends is then exactly what the files say.
+bundle. binlake accepts every key the CLI documents (`keys`), merges the target over the
+top-level settings the way the CLI does (mappings key by key, a job's tasks, job clusters and
+parameters by their keys, `run_as` and `mode` replaced), resolves every `${...}`, applies the
+target's `mode`, `presets`, `run_as` and `permissions` (`modes`), and parses each job into the
+SDK's typed `JobSettings`. The parse must lose nothing: a key the Jobs API does not know is a
+typo, and what `binlake bundle deploy` sends is exactly what the files say.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
-from databricks.sdk.service.jobs import JobSettings
+from databricks.sdk import WorkspaceClient
+from databricks.sdk.service.jobs import JobAccessControlRequest, JobSettings
 
+from binlake.bundle import keys, modes
 from binlake.bundle.errors import BundleError
-from binlake.bundle.variables import Interpolator
+from binlake.bundle.variables import Deferred, Interpolator, variable_values
+from binlake.bundle.workspace import Connection, Remote
 
 BUNDLE_FILE = "bundle.yml"
-_TOP_LEVEL_KEYS = {"bundle", "include", "artifacts", "variables", "targets", "resources"}
-_TARGET_KEYS = {"default", "workspace", "variables"}
-_WORKSPACE_KEYS = {"host", "root_path"}
-_ARTIFACT_KEYS = {"type", "path", "build"}
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """Where a target deploys: the workspace URL and the bundle's folder in it."""
-
-    host: str | None
-    root_path: str | None
-
-    @property
-    def artifact_path(self) -> str | None:
-        """Folder of the uploaded wheels (the Databricks CLI's `${workspace.artifact_path}`)."""
-        return f"{self.root_path}/artifacts" if self.root_path else None
+#: Workspace folders under the root path, with the defaults the Databricks CLI gives them.
+_WORKSPACE_PATHS = {
+    "file_path": "files",
+    "artifact_path": "artifacts",
+    "resource_path": "resources",
+    "state_path": "state",
+}
+#: Lists of a job that a target merges into element by element, matched on these keys.
+_JOB_LISTS_BY_KEY = {
+    "tasks": "task_key",
+    "job_clusters": "job_cluster_key",
+    "parameters": "name",
+    "environments": "environment_key",
+}
+#: Top-level mappings a target's same-named mapping merges into.
+_TARGET_MERGED = ("bundle", "workspace", "artifacts", "resources", "sync", "permissions", "presets")
 
 
 @dataclass(frozen=True)
 class Artifact:
-    """A wheel the bundle builds: `build` runs in `path` and leaves the wheel in `path/dist`."""
+    """Something the bundle builds; binlake builds `type: whl` with a `build` command, which
+    leaves the wheel in `path/dist`."""
 
     key: str
     path: Path
-    build: str
+    build: str | None
+    type: str | None = "whl"
 
 
 @dataclass(frozen=True)
 class Job:
-    """One job resource: its key in `resources.jobs` and its settings as the Jobs API takes them.
+    """One job resource: its key in `resources.jobs`, its settings as the Jobs API takes them,
+    and its access control list (the bundle's and the job's `permissions`).
 
     Relative `whl` library paths are relative to the bundle root (the files write them relative
     to the resource file); deploy replaces them with the uploaded wheel's workspace path.
@@ -60,6 +69,7 @@ class Job:
 
     key: str
     settings: JobSettings
+    access_control: tuple[JobAccessControlRequest, ...] = ()
 
     @property
     def parameter_defaults(self) -> dict[str, str]:
@@ -68,12 +78,19 @@ class Job:
 
 @dataclass(frozen=True)
 class Bundle:
+    """One target of the bundle, resolved. The workspace paths resolve on first use: only a
+    deploy (or a development target, whose paths must name the user) needs them."""
+
     name: str
     target: str
+    mode: str | None
     root: Path
-    workspace: Workspace
+    connection: Connection
     artifacts: Mapping[str, Artifact]
     jobs: Mapping[str, Job]
+    #: Resource types other than jobs, which only the Databricks CLI deploys.
+    other_resources: tuple[str, ...]
+    references: Interpolator = field(repr=False)
 
     def job(self, key: str) -> Job:
         if key not in self.jobs:
@@ -82,49 +99,124 @@ class Bundle:
             )
         return self.jobs[key]
 
+    @cached_property
+    def root_path(self) -> str:
+        """The bundle's folder in the workspace (`${workspace.root_path}`)."""
+        return str(self.references.resolve("${workspace.root_path}", "workspace.root_path"))
+
+    @cached_property
+    def artifact_path(self) -> str:
+        """Folder of the uploaded wheels (`${workspace.artifact_path}`)."""
+        return str(self.references.resolve("${workspace.artifact_path}", "workspace"))
+
 
 def load_bundle(
-    root: str | Path = ".", target: str | None = None, variables: Mapping[str, str] | None = None
+    root: str | Path = ".",
+    target: str | None = None,
+    variables: Mapping[str, str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    connect: Callable[[Connection], WorkspaceClient] | None = None,
 ) -> Bundle:
     """The bundle in `root` for `target` (default: the target marked `default: true`).
 
-    `variables` override the values of declared variables, like the Databricks CLI's `--var`.
+    `variables` override variables like the Databricks CLI's `--var`, `environ` (default: this
+    process's environment) supplies `BUNDLE_VAR_<name>` values. `connect` makes the client that
+    answers what only the workspace knows (the current user, variable lookups), asked only if
+    the target needs it; without it such a target is an error that names the setting.
     """
     root = Path(root).absolute()
-    document = _read_yaml(root / BUNDLE_FILE)
-    _only_keys(document, _TOP_LEVEL_KEYS, BUNDLE_FILE)
+    document = _merged_files(root)
     name = _mapping(document.get("bundle"), "bundle").get("name")
     if not isinstance(name, str) or not name:
         raise BundleError(f"{BUNDLE_FILE} must set bundle.name")
     target, target_doc = _target(document, target)
-    values = _variable_values(document, target, target_doc, variables or {})
-    workspace_doc = _mapping(target_doc.get("workspace"), f"targets.{target}.workspace")
-    _only_keys(workspace_doc, _WORKSPACE_KEYS, f"targets.{target}.workspace")
-
-    table: dict[str, Any] = {"bundle.name": name, "bundle.target": target}
-    table.update({f"var.{key}": value for key, value in values.items()})
-    table.update({f"workspace.{key}": value for key, value in workspace_doc.items()})
-    if "root_path" in workspace_doc:
-        table["workspace.file_path"] = "${workspace.root_path}/files"
-        table["workspace.artifact_path"] = "${workspace.root_path}/artifacts"
-    interpolator = Interpolator(table)
-
-    workspace = Workspace(
-        host=interpolator.resolve(workspace_doc.get("host"), f"targets.{target}.workspace"),
-        root_path=interpolator.resolve(workspace_doc.get("root_path"), f"targets.{target}"),
+    config = _with_target(document, target, target_doc)
+    mode = target_doc.get("mode")
+    if mode is not None and mode not in modes.MODES:
+        raise BundleError(f"targets.{target}.mode must be development or production, not {mode!r}")
+    workspace = _mapping(config.get("workspace"), "workspace")
+    keys.check_keys(workspace, keys.WORKSPACE, "workspace")
+    connection = _connection(workspace)
+    remote = Remote(connection, connect)
+    values = variable_values(
+        _mapping(document.get("variables"), "variables"),
+        target,
+        _mapping(target_doc.get("variables"), f"targets.{target}.variables"),
+        variables or {},
+        os.environ if environ is None else environ,
+        remote.lookup,
     )
-    artifacts = {
-        key: _artifact(root, key, interpolator.resolve(spec, f"artifact {key!r}"))
-        for key, spec in _mapping(document.get("artifacts"), "artifacts").items()
-    }
-    jobs = {
-        key: _job(root, source, key, interpolator.resolve(spec, f"job {key!r}"))
-        for key, (source, spec) in _job_documents(root, document).items()
-    }
-    return Bundle(name, target, root, workspace, artifacts, jobs)
+    references = Interpolator(_reference_table(name, target, workspace, values, remote))
+    presets = modes.target_presets(
+        target, mode, _mapping(config.get("presets"), "presets"), remote.current_user
+    )
+    if mode == "development":
+        _check_development_paths(target, references, remote)
+    resources = _mapping(config.get("resources"), "resources")
+    keys.check_keys(resources, keys.RESOURCES, "resources")
+    jobs = _jobs(config, resources, references, presets)
+    if mode == "production":
+        explicit_root = "root_path" in _mapping(target_doc.get("workspace"), "workspace")
+        modes.check_production(target, explicit_root, [j.settings.as_dict() for j in jobs.values()])
+    return Bundle(
+        name=name,
+        target=target,
+        mode=mode,
+        root=root,
+        connection=connection,
+        artifacts=_artifacts(root, references.resolve(config.get("artifacts"), "artifacts")),
+        jobs=jobs,
+        other_resources=tuple(sorted(kind for kind in resources if kind != "jobs")),
+        references=references,
+    )
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _check_development_paths(target: str, references: Interpolator, remote: Remote) -> None:
+    user = remote.current_user(f"mode: development of target {target!r}")
+    paths = {
+        key: str(references.resolve(f"${{workspace.{key}}}", "workspace"))
+        for key in ("root_path", *_WORKSPACE_PATHS)
+    }
+    modes.check_development_paths(target, paths, user)
+
+
+def _jobs(
+    config: Mapping[str, Any],
+    resources: Mapping[str, Any],
+    references: Interpolator,
+    presets: modes.Presets,
+) -> dict[str, Job]:
+    """Every job resource, resolved, with the bundle's `run_as` and `permissions` applied."""
+    run_as = modes.run_as(references.resolve(config.get("run_as"), "run_as"), "run_as")
+    permissions = _sequence(
+        references.resolve(config.get("permissions"), "permissions"), "permissions"
+    )
+    return {
+        key: _job(key, references.resolve(spec, f"job {key!r}"), presets, run_as, permissions)
+        for key, spec in _mapping(resources.get("jobs"), "resources.jobs").items()
+    }
+
+
+def _merged_files(root: Path) -> dict[str, Any]:
+    """bundle.yml with every file of its `include` globs merged in, as one document.
+
+    A resource defined in two files is an error; relative `whl` paths are made relative to the
+    bundle root first, since each file writes them relative to itself.
+    """
+    document = _read_file(root, root / BUNDLE_FILE)
+    include = _sequence(document.get("include"), "include")
+    paths = [path for pattern in include for path in sorted(root.glob(str(pattern)))]
+    for path in paths:
+        included = _read_file(root, path)
+        if "include" in included:
+            raise BundleError(f"{_relative(root, path)}: only {BUNDLE_FILE} can `include` files")
+        _check_no_duplicate_resources(document, included, _relative(root, path))
+        document = _merge(document, included)
+    return document
+
+
+def _read_file(root: Path, path: Path) -> dict[str, Any]:
     try:
         document = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -133,28 +225,43 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         ) from None
     except yaml.YAMLError as exc:
         raise BundleError(f"{path} is not valid YAML: {exc}") from None
-    return _mapping(document, str(path))
+    document = _mapping(document, str(path))
+    where = _relative(root, path)
+    keys.check_keys(document, keys.TOP_LEVEL, where)
+    for key, spec in _mapping(document.get("targets"), f"{where}: targets").items():
+        keys.check_keys(_mapping(spec, f"{where}: targets.{key}"), keys.TARGET, f"targets.{key}")
+    for resources in _all_resources(document, where):
+        for job in _mapping(resources.get("jobs"), f"{where}: resources.jobs").values():
+            _rebase_wheels(root, path.parent, _mapping(job, f"{where}: job"))
+    return document
 
 
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise BundleError(f"{where} must be a mapping, found {type(value).__name__}")
-    return value
+def _all_resources(document: Mapping[str, Any], where: str) -> Iterable[dict[str, Any]]:
+    """The file's top-level `resources` and those of each of its targets."""
+    yield _mapping(document.get("resources"), f"{where}: resources")
+    for name, target in _mapping(document.get("targets"), f"{where}: targets").items():
+        yield _mapping(_mapping(target, name).get("resources"), f"{where}: targets.{name}")
 
 
-def _only_keys(document: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(document) - allowed)
-    if unknown:
-        raise BundleError(
-            f"{where}: binlake does not support {', '.join(unknown)} "
-            f"(it reads {', '.join(sorted(allowed))})"
-        )
+def _rebase_wheels(root: Path, folder: Path, job: Mapping[str, Any]) -> None:
+    for task in _sequence(job.get("tasks"), "tasks"):
+        for library in _sequence(_mapping(task, "task").get("libraries"), "libraries"):
+            if isinstance(library, dict) and is_local_path(library.get("whl")):
+                library["whl"] = _relative_posix(root, folder / library["whl"])
+
+
+def _check_no_duplicate_resources(
+    document: Mapping[str, Any], included: Mapping[str, Any], where: str
+) -> None:
+    mine = _mapping(document.get("resources"), "resources")
+    for kind, specs in _mapping(included.get("resources"), f"{where}: resources").items():
+        for key in _mapping(specs, f"{where}: resources.{kind}"):
+            if key in _mapping(mine.get(kind), kind):
+                raise BundleError(f"resources.{kind}.{key} is defined twice (again in {where})")
 
 
 def _target(document: Mapping[str, Any], requested: str | None) -> tuple[str, dict[str, Any]]:
-    targets = _mapping(document.get("targets"), "targets")
+    targets = _mapping(document.get("targets") or document.get("environments"), "targets")
     if not targets:
         raise BundleError(f"{BUNDLE_FILE} defines no targets")
     if requested is None:
@@ -167,92 +274,141 @@ def _target(document: Mapping[str, Any], requested: str | None) -> tuple[str, di
         requested = defaults[0]
     if requested not in targets:
         raise BundleError(f"unknown target {requested!r}; the targets are {', '.join(targets)}")
-    spec = _mapping(targets[requested], f"targets.{requested}")
-    _only_keys(spec, _TARGET_KEYS, f"targets.{requested}")
-    return requested, spec
+    return requested, _mapping(targets[requested], f"targets.{requested}")
 
 
-def _variable_values(
-    document: Mapping[str, Any],
-    target: str,
-    target_doc: Mapping[str, Any],
-    overrides: Mapping[str, str],
+def _with_target(
+    document: Mapping[str, Any], target: str, target_doc: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Each declared variable's value: `--var`, else the target's value, else its default."""
-    declared = _mapping(document.get("variables"), "variables")
-    target_values = _mapping(target_doc.get("variables"), f"targets.{target}.variables")
-    for source, names in ((f"targets.{target}.variables", target_values), ("--var", overrides)):
-        undeclared = sorted(set(names) - set(declared))
-        if undeclared:
+    """The top-level settings with the target's merged over them, as the Databricks CLI does."""
+    config = dict(document)
+    for key in _TARGET_MERGED:
+        if key in target_doc:
+            config[key] = _merge(config.get(key), target_doc[key])
+    if "run_as" in target_doc:
+        config["run_as"] = target_doc["run_as"]
+    jobs = _mapping(_mapping(config.get("resources"), "resources").get("jobs"), "resources.jobs")
+    for key, spec in jobs.items():
+        jobs[key] = _merge_job_lists(_mapping(spec, f"job {key!r}"))
+    keys.check_keys(_mapping(config.get("bundle"), "bundle"), keys.BUNDLE, "bundle")
+    return config
+
+
+def _merge(base: Any, override: Any) -> Any:
+    """Mappings merge key by key, sequences concatenate, anything else is replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = _merge(base.get(key), value)
+        return merged
+    if isinstance(base, list) and isinstance(override, list):
+        return base + override
+    return base if override is None else override
+
+
+def _merge_job_lists(job: dict[str, Any]) -> dict[str, Any]:
+    """A job's tasks, job clusters, parameters and environments with the entries that share a
+    key (a target's override of a top-level entry) merged into the first."""
+    merged = dict(job)
+    for name, key in _JOB_LISTS_BY_KEY.items():
+        if not isinstance(job.get(name), list):
+            continue
+        by_key: dict[Any, Any] = {}
+        for index, entry in enumerate(job[name]):
+            slot = entry.get(key, index) if isinstance(entry, dict) else index
+            by_key[slot] = _merge(by_key.get(slot), entry)
+        merged[name] = list(by_key.values())
+    return merged
+
+
+def _connection(workspace: Mapping[str, Any]) -> Connection:
+    for key in ("host", "profile"):
+        if "${" in str(workspace.get(key, "")):
             raise BundleError(
-                f"{source} sets {', '.join(undeclared)}, not declared under `variables`"
+                f"workspace.{key} cannot use ${{...}}: the client is configured before any "
+                "reference is resolved"
             )
-    values: dict[str, Any] = {}
-    for name, spec in declared.items():
-        spec = _mapping(spec, f"variables.{name}")
-        if name in overrides:
-            values[name] = overrides[name]
-        elif name in target_values:
-            values[name] = target_values[name]
-        elif "default" in spec:
-            values[name] = spec["default"]
-        else:
-            raise BundleError(
-                f"variable {name!r} has no value for target {target!r}: give it a default, "
-                f"set it under targets.{target}.variables or pass --var {name}=VALUE"
-            )
-    return values
+    return Connection.of(workspace)
 
 
-def _artifact(root: Path, key: str, spec: Any) -> Artifact:
-    spec = _mapping(spec, f"artifacts.{key}")
-    _only_keys(spec, _ARTIFACT_KEYS, f"artifacts.{key}")
-    if spec.get("type") != "whl" or not isinstance(spec.get("build"), str):
-        raise BundleError(f"artifacts.{key} must be `type: whl` with a `build` command")
-    return Artifact(key, (root / spec.get("path", ".")).resolve(), spec["build"])
+def _reference_table(
+    name: str,
+    target: str,
+    workspace: Mapping[str, Any],
+    values: Mapping[str, Any],
+    remote: Remote,
+) -> dict[str, Any]:
+    """What `${...}` can name: the bundle, the variables, the workspace and its current user."""
+
+    def user(attribute: str) -> Deferred:
+        return Deferred(lambda reason: getattr(remote.current_user(reason), attribute))
+
+    table: dict[str, Any] = {
+        "bundle.name": name,
+        "bundle.target": target,
+        "bundle.environment": target,
+        "workspace.current_user.userName": user("user_name"),
+        "workspace.current_user.short_name": user("short_name"),
+    }
+    table.update({f"var.{key}": value for key, value in values.items()})
+    paths = {"root_path": "~/.bundle/${bundle.name}/${bundle.target}"}
+    paths.update(
+        {key: f"${{workspace.root_path}}/{folder}" for key, folder in _WORKSPACE_PATHS.items()}
+    )
+    for key, value in {**paths, **workspace}.items():
+        table[f"workspace.{key}"] = _home(value)
+    return table
 
 
-def _job_documents(root: Path, document: Mapping[str, Any]) -> dict[str, tuple[Path, Any]]:
-    """Every job spec with the file it comes from: bundle.yml, then the `include` globs."""
-    sources = [(root / BUNDLE_FILE, document)]
-    for pattern in document.get("include") or []:
-        sources += [(path, _read_yaml(path)) for path in sorted(root.glob(pattern))]
-    jobs: dict[str, tuple[Path, Any]] = {}
-    for path, doc in sources:
-        if path.name != BUNDLE_FILE:
-            _only_keys(doc, {"resources"}, str(path.relative_to(root)))
-        resources = _mapping(doc.get("resources"), f"{path}: resources")
-        _only_keys(resources, {"jobs"}, f"{path.relative_to(root)}: resources")
-        for key, spec in _mapping(resources.get("jobs"), f"{path}: resources.jobs").items():
-            if key in jobs:
-                raise BundleError(
-                    f"job {key!r} is defined twice: in {jobs[key][0].relative_to(root)} "
-                    f"and in {path.relative_to(root)}"
-                )
-            jobs[key] = (path, spec)
-    return jobs
+def _home(value: Any) -> Any:
+    """`~/…` is the current user's home folder in the workspace, as for the Databricks CLI."""
+    if isinstance(value, str) and (value == "~" or value.startswith("~/")):
+        return "/Workspace/Users/${workspace.current_user.userName}" + value[1:]
+    return value
 
 
-def _job(root: Path, source: Path, key: str, spec: Any) -> Job:
-    spec = _mapping(spec, f"job {key!r}")
-    for task in spec.get("tasks") or []:
-        for library in task.get("libraries") or []:
-            if is_local_path(library.get("whl")):
-                library["whl"] = _relative_to_root(root, source.parent / library["whl"])
-    for parameter in spec.get("parameters") or []:
+def _job(
+    key: str,
+    spec: Any,
+    presets: modes.Presets,
+    bundle_run_as: dict[str, str] | None,
+    bundle_permissions: list[Any],
+) -> Job:
+    """The job as deployed: presets applied, the bundle's `run_as` where the job sets none, the
+    bundle-only keys (`permissions`, `lifecycle`) taken out, parsed into `JobSettings`."""
+    spec = dict(_mapping(spec, f"job {key!r}"))
+    job_permissions = _sequence(spec.pop("permissions", None), f"job {key!r} permissions")
+    spec.pop("lifecycle", None)  # prevent_destroy: binlake never deletes a job
+    spec = presets.apply(spec)
+    run_as = modes.run_as(spec.get("run_as"), f"job {key!r} run_as") or bundle_run_as
+    if run_as:
+        spec["run_as"] = run_as
+    for parameter in _sequence(spec.get("parameters"), f"job {key!r} parameters"):
         if not isinstance(parameter.get("default"), str):
             raise BundleError(
                 f"job {key!r} parameter {parameter.get('name')!r} needs a string default "
                 f"(the Jobs API takes strings): quote it, found {parameter.get('default')!r}"
             )
+    spec = _pruned(spec)
     settings = JobSettings.from_dict(spec)
     lost = _differences(spec, settings.as_dict(), key)
     if lost:
         raise BundleError(
-            f"job {key!r} in {source.relative_to(root)} has settings the Jobs API does not know "
-            f"(misspelt or misplaced?): {', '.join(lost)}"
+            f"job {key!r} has settings the Jobs API does not know (misspelt or misplaced?): "
+            + ", ".join(lost)
         )
-    return Job(key, settings)
+    acl = modes.access_control(bundle_permissions, job_permissions, key)
+    return Job(key, settings, tuple(acl))
+
+
+def _artifacts(root: Path, document: Any) -> dict[str, Artifact]:
+    artifacts = {}
+    for key, spec in _mapping(document, "artifacts").items():
+        spec = _mapping(spec, f"artifacts.{key}")
+        keys.check_keys(spec, keys.ARTIFACT, f"artifacts.{key}")
+        path = (root / str(spec.get("path", "."))).resolve()
+        artifacts[key] = Artifact(key, path, spec.get("build"), spec.get("type"))
+    return artifacts
 
 
 def is_local_path(path: Any) -> bool:
@@ -260,9 +416,40 @@ def is_local_path(path: Any) -> bool:
     return isinstance(path, str) and not path.startswith("/") and ":" not in path
 
 
-def _relative_to_root(root: Path, path: Path) -> str:
+def _relative(root: Path, path: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _relative_posix(root: Path, path: Path) -> str:
     """`path` relative to `root`, normalised lexically: it may be a glob like `dist/*.whl`."""
     return posixpath.normpath(posixpath.relpath(path.as_posix(), root.as_posix()))
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BundleError(f"{where} must be a mapping, found {type(value).__name__}")
+    return value
+
+
+def _sequence(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BundleError(f"{where} must be a list, found {type(value).__name__}")
+    return value
+
+
+def _pruned(value: Any) -> Any:
+    """`value` without empty lists, mappings and nulls, which the Jobs API's model leaves out
+    (an empty `on_failure` list means no notification)."""
+    if isinstance(value, dict):
+        items = {key: _pruned(item) for key, item in value.items()}
+        return {key: item for key, item in items.items() if item not in (None, [], {})}
+    if isinstance(value, list):
+        return [_pruned(item) for item in value]
+    return value
 
 
 def _differences(expected: Any, actual: Any, path: str) -> list[str]:
@@ -271,7 +458,6 @@ def _differences(expected: Any, actual: Any, path: str) -> list[str]:
         return [
             difference
             for key, value in expected.items()
-            if not (key not in actual and value in (None, [], {}))
             for difference in _differences(value, actual.get(key), f"{path}.{key}")
         ]
     if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):

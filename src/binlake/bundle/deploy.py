@@ -1,9 +1,11 @@
 """`binlake bundle deploy`: build the wheel, upload it, create or update the jobs — without the
 Databricks CLI, through `databricks-sdk`.
 
-Deploying twice updates the same jobs. A job is found by its name (which carries the bundle and
-the target, e.g. `[dev] binlake bronze snapshot`) and must carry this bundle's identity tags; a
-job of that name without them belongs to someone else and is never overwritten.
+Deploying twice updates the same jobs. A job is found by its name as deployed (with a development
+target's prefix, e.g. `[dev alice] binlake bronze snapshot`) and must carry this bundle's identity
+tags; a job of that name without them belongs to someone else and is never overwritten. A job's
+access control list (the bundle's `permissions`) goes with its creation, and replaces the job's
+permissions on each later deploy, keeping its owner unless the list names one.
 """
 
 from __future__ import annotations
@@ -12,23 +14,22 @@ import contextlib
 import dataclasses
 import fnmatch
 import logging
-import os
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from databricks.sdk import WorkspaceClient
-from databricks.sdk.errors import DatabricksError
 from databricks.sdk.service.compute import Library
-from databricks.sdk.service.jobs import JobSettings
+from databricks.sdk.service.jobs import JobAccessControlRequest, JobPermissionLevel, JobSettings
 from databricks.sdk.service.workspace import ImportFormat
 
 from binlake.bundle.definition import Artifact, Bundle, Job, is_local_path
 from binlake.bundle.errors import BundleError
+from binlake.bundle.workspace import calling
 
 log = logging.getLogger(__name__)
 
@@ -48,31 +49,15 @@ def deploy(
 ) -> list[DeployedJob]:
     """Upload the bundle's wheels to `${workspace.artifact_path}/.internal`, then create each job
     or reset the one a previous deploy created."""
-    folder = f"{_artifact_path(bundle)}/.internal"
+    if bundle.other_resources:
+        raise BundleError(
+            f"binlake deploys jobs only, and this bundle also defines resources."
+            f"{', resources.'.join(bundle.other_resources)}: deploy it with "
+            f"`databricks bundle deploy -t {bundle.target}`"
+        )
+    folder = f"{bundle.artifact_path}/.internal"
     wheels = upload_wheels(bundle, client, folder, build or build_wheel)
     return [_upsert_job(bundle, client, job, wheels) for job in bundle.jobs.values()]
-
-
-def workspace_client(bundle: Bundle) -> WorkspaceClient:
-    """A client for the target's host (or DATABRICKS_HOST), authenticated the SDK's standard way:
-    DATABRICKS_TOKEN, ~/.databrickscfg or any other unified-auth source."""
-    _artifact_path(bundle)
-    try:
-        return WorkspaceClient(host=bundle.workspace.host)
-    except ValueError as exc:
-        host = bundle.workspace.host or os.environ.get("DATABRICKS_HOST", "(no host)")
-        raise BundleError(
-            f"cannot authenticate to {host}: {exc}; set DATABRICKS_TOKEN or configure a profile"
-        ) from None
-
-
-def _artifact_path(bundle: Bundle) -> str:
-    if bundle.workspace.artifact_path is None:
-        raise BundleError(
-            f"target {bundle.target!r} has no workspace.root_path: deploy needs a workspace "
-            "target (e.g. --target dev)"
-        )
-    return bundle.workspace.artifact_path
 
 
 def build_wheel(artifact: Artifact) -> Path:
@@ -81,6 +66,11 @@ def build_wheel(artifact: Artifact) -> Path:
     A leading `python` means the interpreter running binlake, which has pip, whatever `python`
     is on PATH.
     """
+    if artifact.type != "whl" or not artifact.build:
+        raise BundleError(
+            f"artifacts.{artifact.key}: binlake builds `type: whl` artifacts that have a `build` "
+            "command; deploy this bundle with `databricks bundle deploy`"
+        )
     command = shlex.split(artifact.build)
     if command and command[0] in ("python", "python3"):
         command[0] = sys.executable
@@ -105,13 +95,13 @@ def upload_wheels(
 ) -> dict[str, str]:
     """Build and upload every artifact; maps each wheel's bundle-relative path to its workspace
     path, which the jobs' `whl` libraries then point at."""
-    with _calling(f"creating {folder}"):
+    with _calling(bundle, f"creating {folder}"):
         client.workspace.mkdirs(folder)
     uploaded: dict[str, str] = {}
     for artifact in bundle.artifacts.values():
         wheel = build(artifact)
         remote = f"{folder}/{wheel.name}"
-        with _calling(f"uploading {wheel.name} to {remote}"):
+        with _calling(bundle, f"uploading {wheel.name} to {remote}"):
             client.workspace.upload(
                 remote, wheel.read_bytes(), format=ImportFormat.AUTO, overwrite=True
             )
@@ -154,7 +144,7 @@ def _upsert_job(
 ) -> DeployedJob:
     settings = workspace_settings(bundle, job, wheels)
     name = settings.name or job.key
-    with _calling(f"listing jobs named {name!r}"):
+    with _calling(bundle, f"listing jobs named {name!r}"):
         same_name = list(client.jobs.list(name=name))
     identity = identity_tags(bundle, job).items()
     ours = [
@@ -168,28 +158,49 @@ def _upsert_job(
     if not ours and same_name:
         raise BundleError(
             f"job {same_name[0].job_id} is named {name!r} but was not deployed by this bundle "
-            "(no binlake_* tags): rename or delete it"
+            f"for target {bundle.target!r} (its binlake_* tags differ): rename or delete it"
         )
     if ours and ours[0].job_id is not None:
         job_id = ours[0].job_id
-        with _calling(f"updating job {job_id} ({name})"):
+        with _calling(bundle, f"updating job {job_id} ({name})"):
             client.jobs.reset(job_id, settings)
+        if job.access_control:
+            _replace_permissions(bundle, client, job_id, list(job.access_control))
         log.info("updated job %s: %s", job_id, name)
         return DeployedJob(job.key, job_id, created=False)
-    with _calling(f"creating job {name!r}"):
-        created = client.jobs.create(
-            **{field.name: getattr(settings, field.name) for field in dataclasses.fields(settings)}
-        )
+    fields = {field.name: getattr(settings, field.name) for field in dataclasses.fields(settings)}
+    with _calling(bundle, f"creating job {name!r}"):
+        created = client.jobs.create(access_control_list=list(job.access_control) or None, **fields)
     if created.job_id is None:
         raise BundleError(f"the Jobs API created {name!r} but returned no job_id")
     log.info("created job %s: %s", created.job_id, name)
     return DeployedJob(job.key, created.job_id, created=True)
 
 
-@contextlib.contextmanager
-def _calling(action: str) -> Iterator[None]:
-    """Turn an API failure into a `BundleError` that says which step failed."""
-    try:
-        yield
-    except DatabricksError as exc:
-        raise BundleError(f"{action} failed: {exc}") from None
+def _replace_permissions(
+    bundle: Bundle, client: WorkspaceClient, job_id: int, acl: list[JobAccessControlRequest]
+) -> None:
+    """Set the job's permissions to `acl` (the Jobs API's reset leaves them alone); without an
+    IS_OWNER entry the job keeps its current owner, as a job must have one."""
+    if not any(entry.permission_level == JobPermissionLevel.IS_OWNER for entry in acl):
+        with _calling(bundle, f"reading the permissions of job {job_id}"):
+            current = client.jobs.get_permissions(str(job_id))
+        acl = acl + [
+            JobAccessControlRequest(
+                user_name=entry.user_name,
+                group_name=entry.group_name,
+                service_principal_name=entry.service_principal_name,
+                permission_level=JobPermissionLevel.IS_OWNER,
+            )
+            for entry in current.access_control_list or []
+            if any(
+                grant.permission_level == JobPermissionLevel.IS_OWNER and not grant.inherited
+                for grant in entry.all_permissions or []
+            )
+        ]
+    with _calling(bundle, f"setting the permissions of job {job_id}"):
+        client.jobs.set_permissions(str(job_id), access_control_list=acl)
+
+
+def _calling(bundle: Bundle, action: str) -> contextlib.AbstractContextManager[None]:
+    return calling(action, bundle.connection.describe())

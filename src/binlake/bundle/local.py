@@ -1,4 +1,6 @@
-"""`binlake bundle run JOB`: a bundle job's tasks on this machine, in dependency order.
+"""`binlake bundle run-local JOB`: a bundle job's tasks on this machine, in dependency order.
+(Named so that nobody takes it for `databricks bundle run`, which runs a deployed job on a
+workspace.)
 
 Each task calls the function the Databricks runtime calls for it — `binlake.cli.main` with the
 task's parameters — in this process, so a local run and a workspace run share one code path;
@@ -23,6 +25,15 @@ log = logging.getLogger(__name__)
 TaskExecutor = Callable[[Sequence[str]], int]
 
 
+class TaskFailed(BundleError):
+    """A task of a local run failed: binlake exits with the task's own exit code, so a script
+    tells a source that is down from a bad config as it would for the task's command."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def run_job(
     bundle: Bundle,
     job_key: str,
@@ -40,7 +51,8 @@ def run_job(
         exit_code = execute(arguments)
         if exit_code != 0:
             skipped = [key for key, _ in runs[index + 1 :]]
-            raise BundleError(
+            raise TaskFailed(
                 f"task {task_key!r} of job {job_key!r} failed with exit code {exit_code}"
-                + (f"; not run: {', '.join(skipped)}" if skipped else "")
+                + (f"; not run: {', '.join(skipped)}" if skipped else ""),
+                exit_code,
             )

@@ -1,8 +1,8 @@
 """What a bundle job runs: its tasks in dependency order, and the binlake command line of each.
 
 A task is a `python_wheel_task` of package `binlake`, entry point `binlake`: on Databricks the
-runtime calls `binlake.cli.main` with the task's parameters, locally `binlake bundle run` does
-the same in-process. `{{job.parameters.NAME}}` in the parameters is the Jobs service's dynamic
+runtime calls `binlake.cli.main` with the task's parameters, locally `binlake bundle run-local`
+does the same in-process. `{{job.parameters.NAME}}` in the parameters is the Jobs service's dynamic
 value reference; here it is replaced by the job parameter's value, as the service would.
 """
 

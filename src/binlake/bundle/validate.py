@@ -1,9 +1,11 @@
-"""`binlake bundle validate`: offline checks that a deploy or a run would otherwise find late.
+"""`binlake bundle validate`: the checks a deploy or a run would otherwise fail on late, and
+what the target's mode, presets, run_as and permissions make of each job.
 
-Loading the bundle already checks the files' keys, that every `${...}` resolves and that each
-job parses into the SDK's `JobSettings` without loss. This adds what needs the whole job:
-depends_on names tasks of the job without a cycle, and each task's parameters, with the job
-parameters at their defaults, form a `binlake` command line whose configuration is valid.
+Loading the bundle already checks the files' keys, that every `${...}` resolves, the rules of
+the target's mode and that each job parses into the SDK's `JobSettings` without loss. This adds
+binlake's own rules, which need the whole job: depends_on names tasks of the job without a
+cycle, and each task's parameters, with the job parameters at their defaults, form a `binlake`
+command line whose configuration is valid.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import io
 
 from binlake import cli
-from binlake.bundle.definition import Bundle
+from binlake.bundle.definition import Bundle, Job
 from binlake.bundle.errors import BundleError
 from binlake.bundle.tasks import task_arguments, task_order
 from binlake.errors import ConfigError
@@ -32,12 +34,48 @@ def validate(bundle: Bundle) -> list[str]:
         except BundleError as exc:
             problems.append(str(exc))
             continue
-        summary.append(f"{job.key} ({job.settings.name}): {' → '.join(t.task_key for t in tasks)}")
+        summary.append(
+            f"{job.key} ({job.settings.name}): {' → '.join(t.task_key for t in tasks)}"
+            + "".join(f"; {fact}" for fact in _deployed_as(job))
+        )
     if problems:
         raise BundleError(
             f"bundle {bundle.name!r}, target {bundle.target!r}: " + "; ".join(problems)
         )
     return summary
+
+
+def describe(bundle: Bundle) -> list[str]:
+    """Where the target deploys: its mode, workspace and root path. A target that names no
+    workspace (no host, no profile) is not asked for its root path: that would need whatever
+    workspace the environment points at."""
+    line = f"target {bundle.target!r}" + (f" (mode: {bundle.mode})" if bundle.mode else "")
+    if not bundle.connection.settings:
+        return [f"{line}: no workspace (run-local, or deploy to DATABRICKS_HOST)"]
+    return [f"{line} on {bundle.connection.describe()}, root path {bundle.root_path}"]
+
+
+def _deployed_as(job: Job) -> list[str]:
+    """What a deploy makes of the job besides its tasks: pause states, run_as, permissions."""
+    settings = job.settings
+    facts = [
+        f"{name} {trigger.pause_status.value}"
+        for name, trigger in (
+            ("schedule", settings.schedule),
+            ("continuous", settings.continuous),
+            ("trigger", settings.trigger),
+        )
+        if trigger is not None and trigger.pause_status is not None
+    ]
+    if settings.run_as:
+        identity = settings.run_as.user_name or settings.run_as.service_principal_name
+        facts.append(f"runs as {identity}")
+    facts += [
+        f"{entry.permission_level.value if entry.permission_level else '?'} for "
+        f"{entry.user_name or entry.group_name or entry.service_principal_name}"
+        for entry in job.access_control
+    ]
+    return facts
 
 
 def check_cli_call(where: str, arguments: list[str]) -> None:

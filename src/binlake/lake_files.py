@@ -1,0 +1,243 @@
+"""Small files under `lake.root`: the schema history, the stream job's table list and start
+offset, its heartbeat, and Spark's own checkpoint logs that binlake reads.
+
+`lake.root` is a local path, a `/Volumes/...` path or a URI (`file://`, `s3://`, `abfss://`,
+`gs://`, `dbfs:/`), so nothing here uses `pathlib`: paths are strings joined with `/` (`join`),
+and every file operation goes through one interface, `LakeFiles`, with two implementations:
+
+- `HadoopFiles`, on the driver: Hadoop's `FileSystem` through the session's JVM, the file systems
+  and credentials Spark itself writes the lake and its checkpoints with (on Databricks, the
+  cluster's and Unity Catalog's).
+- `ArrowFiles`, where no JVM is reachable: the stream source plans each micro-batch
+  (`stream_source.StreamSpec.plan`) in a Python process Spark starts, without py4j, and reads the
+  schema history and the job's table list there. `pyarrow.fs` reads local paths, `/Volumes` and
+  `dbfs:/` (through the `/dbfs` mount of Databricks nodes) and object stores with the
+  credentials of the process's environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from py4j.protocol import Py4JJavaError
+from pyarrow import fs as pafs
+
+from binlake.config import LakeConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def join(base: str, *parts: str) -> str:
+    """`base/part/...` for a local path and a URI alike (`pathlib` would fold `s3://` to `s3:/`)."""
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def local_path(path: str) -> str | None:
+    """The local file system's path for a local path or a `file:` URI (`file:/x`, `file:///x`);
+    None for any other URI."""
+    if path.startswith("file:"):
+        local = path.removeprefix("file:")
+        if local.startswith("//"):  # file://[host]/path: the host is this one
+            local = "/" + local[2:].partition("/")[2]
+        return local
+    return None if LakeConfig.is_uri(path) else path
+
+
+def _temporary(path: str) -> str:
+    """A hidden sibling of `path` no other writer uses (a stream and a snapshot `--reset` may
+    replace the same file at once)."""
+    folder, _, name = path.rpartition("/")
+    return f"{folder}/.{name}.{uuid.uuid4().hex}.tmp"
+
+
+class LakeFiles(ABC):
+    """Reads and writes small files by their path or URI. A missing file is an answer (None,
+    an empty listing), never an error."""
+
+    @abstractmethod
+    def read_text(self, path: str) -> str | None:
+        """The file's text; None if there is no such file."""
+
+    @abstractmethod
+    def write_text(self, path: str, text: str) -> None:
+        """Create or replace the file (and its folders). A reader sees the old text or the new,
+        never a part, wherever the file system can rename over a file (local disks, `/Volumes`,
+        `/dbfs`); object stores publish a file whole once written."""
+
+    @abstractmethod
+    def names(self, folder: str) -> list[str]:
+        """The names of the entries in `folder`; none if it does not exist."""
+
+    @abstractmethod
+    def modified(self, path: str) -> float | None:
+        """When the file was last written (seconds since the epoch); None if it does not exist."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove the file if it exists."""
+
+    def exists(self, path: str) -> bool:
+        return self.modified(path) is not None
+
+
+class HadoopFiles(LakeFiles):
+    """Hadoop's `FileSystem` of each path, through the session's JVM (driver only).
+
+    Local paths use the raw local file system: Hadoop's default one writes a `.crc` sidecar per
+    file and renames it after the file, so a reader in between could fail its checksum.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm: Any = spark._jvm
+        self._conf = spark._jsc.hadoopConfiguration()
+
+    def _resolve(self, path: str) -> tuple[Any, Any]:
+        """(file system, Hadoop path) of `path`."""
+        hadoop = self._jvm.org.apache.hadoop.fs
+        where = hadoop.Path(path)
+        system = where.getFileSystem(self._conf)
+        if system.getUri().getScheme() == "file":
+            system = hadoop.FileSystem.getLocal(self._conf).getRaw()
+        return system, where
+
+    def _raised(self, error: Py4JJavaError, java_class: str) -> bool:
+        """Whether the JVM's exception is a `java_class` (or a subclass: each file system
+        raises its own)."""
+        kind = self._jvm.java.lang.Class.forName(java_class)
+        return bool(kind.isInstance(error.java_exception))
+
+    def _missing(self, error: Py4JJavaError) -> bool:
+        return self._raised(error, "java.io.FileNotFoundException")
+
+    def read_text(self, path: str) -> str | None:
+        system, where = self._resolve(path)
+        try:
+            stream = system.open(where)
+        except Py4JJavaError as error:
+            if self._missing(error):
+                return None
+            raise
+        try:
+            return bytes(stream.readAllBytes()).decode()
+        finally:
+            stream.close()
+
+    def write_text(self, path: str, text: str) -> None:
+        """Written beside the file, then renamed over it. Where the file system refuses to rename
+        over a file (HDFS, S3A, ABFS), the file is overwritten in place instead: on an object
+        store the new object replaces the old whole; elsewhere a reader may meet a partial file
+        and fail, but never finds the file missing (which would read as "no tables")."""
+        system, where = self._resolve(path)
+        temporary = self._jvm.org.apache.hadoop.fs.Path(_temporary(path))
+        data = bytearray(text.encode())
+        self._write(system, temporary, data)
+        if not self._renamed(system, temporary, where):
+            self._write(system, where, data)
+            system.delete(temporary, False)
+
+    @staticmethod
+    def _write(system: Any, where: Any, data: bytearray) -> None:
+        stream = system.create(where, True)
+        try:
+            stream.write(data)
+        finally:
+            stream.close()
+
+    def _renamed(self, system: Any, source: Any, target: Any) -> bool:
+        """Whether `source` replaced `target` (file systems refuse with False or by raising)."""
+        try:
+            return bool(system.rename(source, target))
+        except Py4JJavaError as error:
+            if self._raised(error, "org.apache.hadoop.fs.FileAlreadyExistsException"):
+                return False
+            raise
+
+    def names(self, folder: str) -> list[str]:
+        system, where = self._resolve(folder)
+        try:
+            return [status.getPath().getName() for status in system.listStatus(where)]
+        except Py4JJavaError as error:
+            if self._missing(error):
+                return []
+            raise
+
+    def modified(self, path: str) -> float | None:
+        system, where = self._resolve(path)
+        try:
+            return float(system.getFileStatus(where).getModificationTime()) / 1000
+        except Py4JJavaError as error:
+            if self._missing(error):
+                return None
+            raise
+
+    def delete(self, path: str) -> None:
+        system, where = self._resolve(path)
+        system.delete(where, False)
+
+
+class ArrowFiles(LakeFiles):
+    """`pyarrow.fs` (no JVM): for the Python processes Spark starts."""
+
+    def read_text(self, path: str) -> str | None:
+        system, where = _arrow(path)
+        try:
+            with system.open_input_stream(where) as stream:
+                return bytes(stream.read()).decode()
+        except FileNotFoundError:
+            return None
+
+    def write_text(self, path: str, text: str) -> None:
+        system, where = _arrow(path)
+        temporary = _temporary(where)
+        system.create_dir(where.rpartition("/")[0], recursive=True)
+        with system.open_output_stream(temporary) as stream:
+            stream.write(text.encode())
+        system.move(temporary, where)
+
+    def names(self, folder: str) -> list[str]:
+        system, where = _arrow(folder)
+        listing = system.get_file_info(pafs.FileSelector(where, allow_not_found=True))
+        return [info.base_name for info in listing]
+
+    def modified(self, path: str) -> float | None:
+        system, where = _arrow(path)
+        info = system.get_file_info(where)
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            return None
+        return info.mtime.timestamp()
+
+    def delete(self, path: str) -> None:
+        system, where = _arrow(path)
+        try:
+            system.delete_file(where)
+        except FileNotFoundError:
+            return
+
+
+def _arrow(path: str) -> tuple[pafs.FileSystem, str]:
+    """The `pyarrow` file system of `path` and the path within it.
+
+    Only the URI's scheme and authority go through `FileSystem.from_uri`; the rest is used as
+    it is, since table and database names may hold `%`, `#` or `?`, which a URI parser would
+    decode or cut off. `dbfs:/x` is `/dbfs/x`, the mount every Databricks node has.
+    """
+    if path.startswith("dbfs:"):
+        return pafs.LocalFileSystem(), "/dbfs/" + path.removeprefix("dbfs:").lstrip("/")
+    local = local_path(path)
+    if local is not None:
+        return pafs.LocalFileSystem(), local
+    scheme, _, rest = path.partition("://")
+    authority, _, inner = rest.partition("/")
+    system, base = _arrow_root(f"{scheme}://{authority}/")
+    return system, join(base, inner)
+
+
+@functools.lru_cache(maxsize=16)
+def _arrow_root(uri: str) -> tuple[pafs.FileSystem, str]:
+    """One file system per bucket or container and process: `from_uri` may ask the store where
+    the bucket lives."""
+    return pafs.FileSystem.from_uri(uri)

@@ -1,0 +1,154 @@
+"""Issue 12: catalog tables and URI lake roots, against a real MariaDB, its binlog and Delta.
+
+With `lake.catalog` set to the test session's own catalog (`spark_catalog`: Delta's catalog,
+managed tables in the session's temporary warehouse), bronze, the changelog and silver are
+catalog tables `spark_catalog.bronze_<db>.<table>` and `spark_catalog.silver_<db>.<table>`, and
+only `_system` (ledger, schema history, checkpoints) is written under `lake.root`. With a
+`file://` URI as `lake.root`, the snapshot and the stream are killed and resume exactly once.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlake import jobs
+from binlake.lake_files import ArrowFiles, HadoopFiles, join
+
+from .replay import Writers, connect
+from .test_faults import KILL_SNAPSHOT, run_killed, write_config
+from .test_schema_changes import (
+    Racer,
+    _seed,
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+)
+from .test_stream import assert_silver_equals_source
+from .workload import Workload, create_tables, seed
+
+pytestmark = pytest.mark.integration
+
+CATALOG = "spark_catalog"
+ROWS = 120
+#: Captured: an INT key, a composite key, column names that need column mapping (the workload's
+#: writers also write `accounts`, which is left out to keep the test short).
+CAPTURED = ["items", "order_lines", "notes"]
+#: A table whose column names Delta takes only with column mapping.
+NOTES = "CREATE TABLE notes (id INT PRIMARY KEY, `unit price` DECIMAL(8,2), `the note` TEXT)"
+
+
+def test_hadoop_files_and_arrow_files_agree(spark: Any, tmp_path: Path) -> None:
+    """The driver's `HadoopFiles` and the planning process's `ArrowFiles` see the same files
+    under a `file://` root, names holding `%`, `#`, `?` and spaces included; a replaced file
+    leaves neither a temporary nor a Hadoop checksum file."""
+    driver, planner = HadoopFiles(spark), ArrowFiles()
+    folder = join(tmp_path.as_uri(), "db `%s 'ü\"#?")
+    path = join(folder, "t %20 #x.json")
+    assert driver.read_text(path) is None and driver.modified(path) is None
+    assert driver.names(folder) == []
+    driver.write_text(path, "one")
+    driver.write_text(path, "two")
+    assert planner.read_text(path) == driver.read_text(path) == "two"
+    assert driver.names(folder) == planner.names(folder) == ["t %20 #x.json"]
+    modified = driver.modified(path)
+    assert modified is not None and abs(modified - (planner.modified(path) or 0)) < 1
+    driver.delete(path)
+    driver.delete(path)
+    assert not planner.exists(path) and not driver.exists(path)
+
+
+def _setup(db_env: dict[str, str], database: str) -> None:
+    with connect(db_env, database) as conn, conn.cursor() as cur:
+        create_tables(cur)
+        seed(cur, ROWS, random.Random(1))
+        cur.execute(NOTES)
+        cur.executemany(
+            "INSERT INTO notes VALUES (%s, %s, %s)", [(i, i + 0.5, f"n{i}") for i in range(40)]
+        )
+
+
+def _touch_notes(db_env: dict[str, str], database: str, round_: int) -> None:
+    """Some updates, a delete and an insert on `notes`."""
+    with connect(db_env, database) as conn, conn.cursor() as cur:
+        cur.execute("UPDATE notes SET `the note` = %s WHERE id %% 3 = 0", (f"r{round_}",))
+        cur.execute("DELETE FROM notes WHERE id = %s", (round_,))
+        cur.execute("INSERT INTO notes VALUES (%s, 1.25, 'new')", (100 + round_,))
+
+
+def _property(spark: Any, table: str, key: str) -> str | None:
+    rows = spark.sql(f"SHOW TBLPROPERTIES {table}").collect()
+    return next((r["value"] for r in rows if r["key"] == key), None)
+
+
+def test_catalog_holds_bronze_changelog_and_silver(
+    spark: Any, db_env: dict[str, str], database: str, make_config: Any, tmp_path: Path
+) -> None:
+    """Writers race the snapshot and the first stream run, more writes land before the second;
+    a reset of one table is replaced in the catalog too. Every table is in the configured
+    schemas, silver (read by name) equals the source, the changelog holds each change once and
+    silver's Change Data Feed is on."""
+    _setup(db_env, database)
+    config = make_config(
+        source={"tables": CAPTURED},
+        lake={"catalog": CATALOG},
+        snapshot={"chunk_size": 100, "parallelism": 2, "chunks_per_commit": 2},
+        stream={"trigger_interval": "1s"},
+    )
+    workload = Workload(ROWS)
+    with Writers(db_env, database, workload.step, threads=2, max_ops=3000, pause_s=0.03):
+        jobs.snapshot(spark, config)
+    with Writers(db_env, database, workload.step, threads=2, max_ops=2000, pause_s=0.05):
+        _touch_notes(db_env, database, 1)
+        jobs.stream(spark, config, available_now=True)
+    with Writers(db_env, database, workload.step, threads=2, max_ops=100, pause_s=0.01) as more:
+        _touch_notes(db_env, database, 2)
+        time.sleep(1.5)
+    assert more.ops > 0
+    jobs.snapshot(spark, config, ["notes"], reset=True)
+    jobs.stream(spark, config, available_now=True)
+
+    for table in CAPTURED:
+        for name in (f"bronze_{database}.{table}", f"bronze_{database}.{table}__changelog",
+                     f"silver_{database}.{table}"):  # fmt: skip
+            assert spark.catalog.tableExists(f"{CATALOG}.{name}"), name
+        assert_silver_equals_source(spark, db_env, config, table)
+        assert_changelog_holds_each_change_once(spark, config, table)
+    assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == ["_system"]
+    status = jobs.status(config, lambda: spark)
+    assert f"{database}.notes" in status and "stream silver: at" in status, status
+
+    notes = f"{CATALOG}.silver_{database}.notes"
+    assert _property(spark, notes, "delta.enableChangeDataFeed") == "true"
+    assert _property(spark, notes, "delta.columnMapping.mode") == "name"
+    bronze_notes = f"{CATALOG}.bronze_{database}.notes"
+    assert _property(spark, bronze_notes, "delta.columnMapping.mode") == "name"
+    items = f"{CATALOG}.silver_{database}.items"
+    changes = spark.sql(f"SELECT _change_type FROM table_changes('{items}', 0)")
+    assert changes.where("_change_type = 'update_postimage'").count() > 0
+
+
+def test_file_uri_lake_root_resumes_exactly_once_after_kills(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any, tmp_path: Path
+) -> None:
+    """`lake.root: file:///...`, a writer racing throughout: the snapshot killed between a
+    bronze commit and its ledger commit and rerun, then the stream killed after its MERGE and
+    before Spark's checkpoint commit and rerun; silver equals the source with each change
+    once."""
+    _seed(sql, 600)
+    config = make_config(snapshot=KILL_SNAPSHOT, lake={"root": (tmp_path / "lake").as_uri()})
+    assert config.lake.root.startswith("file:///")
+    config_file = write_config(config, tmp_path / "binlake.yml")
+    with Racer(db_env, database):
+        run_killed(config_file, "snapshot_between_bronze_and_ledger")
+        jobs.snapshot(spark, config)
+        time.sleep(1)  # changes for the stream's first batch
+        run_killed(config_file, "stream_before_checkpoint_commit")
+        jobs.run(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+    assert (tmp_path / "lake" / "silver").is_dir()

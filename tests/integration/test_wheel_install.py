@@ -1,0 +1,192 @@
+"""The wheel as a Databricks job cluster installs it: from PyPI wheels alone
+(`pip install --only-binary=:all:`: no compiler, no MariaDB headers) into a fresh virtualenv, then
+`binlake snapshot` and `binlake stream --available-now` run from that virtualenv's console script
+against the shared MariaDB while writes race the snapshot.
+
+The runtime's own layer is emulated: pyspark is published only as an sdist and a runtime never
+installs it from PyPI, so the fresh virtualenv sees exactly the project's `pyspark`, `delta` and
+`py4j` packages through a `.pth` file, and nothing else of the project's virtualenv (no MySQLdb:
+the snapshot must read through the PyMySQL fallback, and say so).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import venv
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from chispa import assert_df_equality
+
+from .replay import Writers, connect, subprocess_env
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What a Databricks runtime brings that the wheel does not list.
+RUNTIME_PACKAGES = ("pyspark", "delta", "py4j")
+COLUMNS = "id, label, amount, placed, shipped, qty, paid, token, note"
+TABLE = """CREATE TABLE orders (
+  id INT PRIMARY KEY, label VARCHAR(40) NOT NULL, amount DECIMAL(12, 3), placed DATETIME(6),
+  shipped DATE, qty BIGINT UNSIGNED, paid BIT(1), token VARBINARY(16), note JSON
+)"""
+ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def _run(command: list[str], timeout: float, **options: Any) -> subprocess.CompletedProcess[str]:
+    """Run `command`; a failure shows its output's tail rather than just its exit code."""
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, check=False, **options
+    )
+    assert done.returncode == 0, (
+        f"{' '.join(command[:3])}... exited {done.returncode}:\n"
+        f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    )
+    return done
+
+
+def _build_wheel(work: Path) -> Path:
+    """The wheel of the working tree, built from a copy so that the tree gains no build/."""
+    tree = work / "tree"
+    shutil.copytree(
+        ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree / name)
+    dist = work / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(tree)], 300)
+    (wheel,) = dist.glob("binlake-*.whl")
+    return wheel
+
+
+def _site_packages(python: Path) -> Path:
+    out = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], 60)
+    return Path(out.stdout.strip())
+
+
+def _runtime_layer(fresh_python: Path, work: Path) -> None:
+    """Expose exactly the project's `RUNTIME_PACKAGES` to the fresh virtualenv."""
+    ours = _site_packages(Path(sys.executable))
+    layer = work / "runtime"
+    layer.mkdir()
+    for package in RUNTIME_PACKAGES:
+        (layer / package).symlink_to(ours / package, target_is_directory=True)
+    (_site_packages(fresh_python) / "databricks_runtime.pth").write_text(f"{layer}\n")
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv holding the wheel, installed from PyPI wheels only, plus the runtime layer;
+    its bin directory."""
+    work = tmp_path_factory.mktemp("wheel")
+    wheel = _build_wheel(work)
+    venv.EnvBuilder(with_pip=True).create(work / "venv")
+    bin_dir = work / "venv" / "bin"
+    install = ["-m", "pip", "install", "-q", "--disable-pip-version-check", "--only-binary=:all:"]
+    _run([str(bin_dir / "python"), *install, str(wheel)], 600)
+    _runtime_layer(bin_dir / "python", work)
+    return bin_dir
+
+
+def _probe(bin_dir: Path) -> dict[str, str | None]:
+    """Where the fresh interpreter finds binlake, the runtime layer and MySQLdb (None: nowhere)."""
+    script = (
+        "import importlib.util, json, sys\n"
+        "specs = {n: importlib.util.find_spec(n) for n in sys.argv[1:]}\n"
+        "print(json.dumps({n: s.origin if s else None for n, s in specs.items()}))"
+    )
+    names = ["binlake", "MySQLdb", *RUNTIME_PACKAGES]
+    probe = _run([str(bin_dir / "python"), "-c", script, *names], 60, env=_env(bin_dir))
+    return dict(json.loads(probe.stdout))
+
+
+def _env(bin_dir: Path) -> dict[str, str]:
+    env = {**subprocess_env(), "PYSPARK_PYTHON": str(bin_dir / "python")}
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    return env
+
+
+def _order(i: int, rng: random.Random) -> tuple[Any, ...]:
+    placed = f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 12:34:56.{rng.randint(0, 999999):06d}"
+    return (
+        i, f"order {i}", Decimal(rng.randint(-10**6, 10**6)) / 1000, placed, placed[:10],
+        rng.choice([0, 2**64 - 1, rng.randint(0, 2**63)]), rng.randint(0, 1),
+        rng.randbytes(rng.randint(0, 16)), json.dumps({"i": i, "tags": ["é", None]}),
+    )  # fmt: skip
+
+
+def _change(cur: Any, rng: random.Random) -> None:
+    """One random write: a new order, an update of one, or a delete."""
+    i = rng.randint(1, 400)
+    action = rng.random()
+    if action < 0.4:
+        cur.execute(f"REPLACE INTO orders ({COLUMNS}) VALUES {ROW}", _order(i, rng))
+    elif action < 0.8:
+        cur.execute("UPDATE orders SET amount = amount + 1, paid = 1 - paid WHERE id = %s", (i,))
+    else:
+        cur.execute("DELETE FROM orders WHERE id = %s", (i,))
+
+
+def _source_frame(spark: Any, sql: Callable[..., Any], schema: Any) -> Any:
+    """The source's rows in silver's types (BIT(1) is a flag, BIGINT UNSIGNED a decimal)."""
+    rows = [
+        (i, label, amount, placed, shipped, None if qty is None else Decimal(qty),
+         None if paid is None else paid == b"\x01", token, note)
+        for i, label, amount, placed, shipped, qty, paid, token, note in sql(
+            f"SELECT {COLUMNS} FROM orders"
+        )
+    ]  # fmt: skip
+    return spark.createDataFrame(rows, schema)
+
+
+def test_the_wheel_installs_from_wheels_alone_and_snapshots_and_streams(
+    fresh_venv: Path,
+    spark: Any,
+    db_env: dict[str, str],
+    database: str,
+    sql: Callable[..., Any],
+    make_config: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    found = _probe(fresh_venv)
+    assert found["MySQLdb"] is None, f"the fresh virtualenv imports MySQLdb from {found['MySQLdb']}"
+    assert str(fresh_venv.parent) in str(found["binlake"]), f"binlake from {found['binlake']}"
+    layer = fresh_venv.parent.parent / "runtime"
+    assert all(str(layer) in str(found[p]) for p in RUNTIME_PACKAGES), found
+
+    sql(TABLE)
+    rng = random.Random(7)
+    sql(f"INSERT INTO orders ({COLUMNS}) VALUES " + ", ".join([ROW] * 300),
+        [v for i in range(1, 301) for v in _order(i, rng)])  # fmt: skip
+    config = make_config(snapshot={"chunk_size": 40}, stream={"trigger_interval": "1s"})
+    raw = config.model_dump(mode="json", exclude_none=True)
+    raw["source"].pop("password", None)  # dumped masked; the child reads password_env
+    config_file = tmp_path / "binlake.yml"
+    config_file.write_text(yaml.safe_dump(raw))
+    binlake = [str(fresh_venv / "binlake")]
+    options = {"cwd": tmp_path, "env": _env(fresh_venv)}
+
+    # Writing until the snapshot ends (at most 2 × 10,000 writes), so writes race its chunks.
+    with Writers(db_env, database, _change, threads=2, max_ops=10_000, pause_s=0.02) as writers:
+        snapshot = _run([*binlake, "snapshot", "--config", str(config_file)], 300, **options)
+    assert writers.ops > 0
+    assert "snapshot reader: PyMySQL" in snapshot.stderr, snapshot.stderr[-3000:]
+    with connect(db_env, database) as conn, conn.cursor() as cur:
+        for _ in range(30):
+            _change(cur, rng)
+    _run([*binlake, "stream", "--available-now", "--config", str(config_file)], 300, **options)
+
+    silver = spark.read.format("delta").load(config.lake.path("silver", database, "orders"))
+    actual = silver.select(*COLUMNS.split(", "))
+    expected = _source_frame(spark, sql, actual.schema)
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
