@@ -15,8 +15,10 @@ import pymysql
 DATABASE = "bench"
 TABLE = "customer"
 
-DDL = f"""
-CREATE TABLE {DATABASE}.{TABLE} (
+#: The customer table's DDL for any `{database}.{table}` (the many-tables scenario's tables
+#: share it).
+DDL_TEMPLATE = """
+CREATE TABLE `{database}`.`{table}` (
   c_customer_sk          BIGINT      NOT NULL,
   c_customer_id          CHAR(16)    NOT NULL,
   c_current_cdemo_sk     INT,
@@ -38,6 +40,7 @@ CREATE TABLE {DATABASE}.{TABLE} (
   PRIMARY KEY (c_customer_sk)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 """
+DDL = DDL_TEMPLATE.format(database=DATABASE, table=TABLE)
 COLUMNS = [
     "c_customer_sk",
     "c_customer_id",
@@ -173,37 +176,105 @@ def create_and_load(password: str, port: int, rows: int) -> float:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
         cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.{TABLE}")
         cur.execute(DDL)
-        fd, path = tempfile.mkstemp(prefix="bench-customer-", suffix=".tsv")
-        try:
-            with os.fdopen(fd, "w") as out:
-                batch: list[str] = []
-                for line in _tsv_lines(rows):
-                    batch.append(line)
-                    if len(batch) >= 50_000:
-                        out.write("".join(batch))
-                        batch.clear()
-                out.write("".join(batch))
-            started = time.monotonic()
-            cur.execute(
-                f"LOAD DATA LOCAL INFILE %s INTO TABLE {DATABASE}.{TABLE} "
-                "FIELDS TERMINATED BY '\\t' LINES TERMINATED BY '\\n'",
-                (path,),
-            )
-            loaded = time.monotonic() - started
-        finally:
-            os.unlink(path)
-        cur.execute(f"SELECT COUNT(*) FROM {DATABASE}.{TABLE}")
-        (count,) = cur.fetchone()
-        if count != rows:
-            raise RuntimeError(f"loaded {count} rows, expected {rows}")
+        return _load(cur, DATABASE, TABLE, rows)
+
+
+def _load(
+    cur: pymysql.cursors.Cursor, database: str, table: str, rows: int, seed: int = 0
+) -> float:
+    """`rows` generated rows into `database.table` with one LOAD DATA LOCAL INFILE (from a
+    temporary TSV file); checks the count; returns the seconds LOAD DATA took."""
+    fd, path = tempfile.mkstemp(prefix=f"bench-{table}-", suffix=".tsv")
+    try:
+        with os.fdopen(fd, "w") as out:
+            batch: list[str] = []
+            for line in _tsv_lines(rows, seed or 20240501):
+                batch.append(line)
+                if len(batch) >= 50_000:
+                    out.write("".join(batch))
+                    batch.clear()
+            out.write("".join(batch))
+        started = time.monotonic()
+        cur.execute(
+            f"LOAD DATA LOCAL INFILE %s INTO TABLE `{database}`.`{table}` "
+            "FIELDS TERMINATED BY '\\t' LINES TERMINATED BY '\\n'",
+            (path,),
+        )
+        loaded = time.monotonic() - started
+    finally:
+        os.unlink(path)
+    cur.execute(f"SELECT COUNT(*) FROM `{database}`.`{table}`")
+    (count,) = cur.fetchone()
+    if count != rows:
+        raise RuntimeError(f"loaded {count} rows into {database}.{table}, expected {rows}")
     return loaded
 
 
-def table_fingerprint(password: str, port: int) -> dict[str, int]:
-    with connect(password, port) as conn, conn.cursor() as cur:
+# --------------------------------------------------------------------------- many tables
+
+MANY_DATABASE = "bench_many"
+#: The single table holding as many rows as all the small tables together (the baseline).
+SINGLE_TABLE = "one_table"
+
+
+def many_table_names(tables: int) -> list[str]:
+    return [f"t{i:04d}" for i in range(1, tables + 1)]
+
+
+def create_many_tables(password: str, port: int, tables: int, rows: int) -> dict[str, float]:
+    """(Re)create database `bench_many`: `tables` customer-shaped tables `t0001`… of `rows` rows
+    each (own seed each, keys 1..rows), and `one_table` holding `tables × rows` rows of the same
+    shape (keys 1..tables × rows). Each table is one LOAD DATA LOCAL INFILE. Returns seconds."""
+    started = time.monotonic()
+    with connect(password, port, database=None, local_infile=True) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {MANY_DATABASE}")
+        cur.execute(f"CREATE DATABASE {MANY_DATABASE}")
+        for i, name in enumerate(many_table_names(tables)):
+            cur.execute(DDL_TEMPLATE.format(database=MANY_DATABASE, table=name))
+            _load(cur, MANY_DATABASE, name, rows, seed=20240501 + 1 + i)
+        many_s = time.monotonic() - started
+        cur.execute(DDL_TEMPLATE.format(database=MANY_DATABASE, table=SINGLE_TABLE))
+        single_load_s = _load(cur, MANY_DATABASE, SINGLE_TABLE, tables * rows)
+    return {
+        "many_s": round(many_s, 2),
+        "single_s": round(time.monotonic() - started - many_s, 2),
+        "single_load_data_s": round(single_load_s, 2),
+    }
+
+
+def drop_many_tables(password: str, port: int) -> None:
+    with connect(password, port, database=None) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {MANY_DATABASE}")
+
+
+def touch_tables(password: str, port: int, tables: list[str], rows: int) -> int:
+    """The catch-up batch: in each of `tables`, one autocommit UPDATE of `rows` rows spread over
+    its keys, changing columns the fingerprint sums (`c_birth_year` + 1, `c_birth_day`) and a
+    string column. Returns the rows changed (each one binlog row change)."""
+    changed = 0
+    with connect(password, port, database=MANY_DATABASE) as conn, conn.cursor() as cur:
+        for name in tables:
+            cur.execute(f"SELECT MIN(c_customer_sk), MAX(c_customer_sk) FROM `{name}`")
+            low, high = cur.fetchone()
+            step = max((high - low) // max(rows, 1), 1)
+            keys = sorted({min(low + j * step, high) for j in range(rows)})
+            cur.execute(
+                f"UPDATE `{name}` SET c_birth_year = c_birth_year + 1, "
+                "c_birth_day = 1 + c_birth_day %% 28, c_login = 'catchup' "
+                f"WHERE c_customer_sk IN ({', '.join(['%s'] * len(keys))})",
+                keys,
+            )
+            changed += cur.rowcount
+    return changed
+
+
+def table_fingerprint(
+    password: str, port: int, table: str = TABLE, database: str = DATABASE
+) -> dict[str, int]:
+    with connect(password, port, database=database) as conn, conn.cursor() as cur:
         cur.execute(
             f"SELECT COUNT(*), COALESCE(SUM(c_birth_year), 0), COALESCE(SUM(c_birth_day), 0), "
-            f"MIN(c_customer_sk), MAX(c_customer_sk) FROM {TABLE}"
+            f"MIN(c_customer_sk), MAX(c_customer_sk) FROM `{table}`"
         )
         count, years, days, low, high = cur.fetchone()
     return {

@@ -1,5 +1,6 @@
 """The result files: <date>.json (nested), <date>.md (a table), <date>.png (rows/s per system),
-<date>-profile.txt."""
+<date>-profile.txt; `BENCH_ONLY=many_tables` writes many-tables-<date>.json and .md. Both carry
+issue 13's targets, each met or missed with its figure and bound (`targets`)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"{mc['cpu_model']}; MariaDB {mc['mariadb_version']}; Spark {mc['spark_version']} "
         f"local[2]; load average {mc['loadavg_at_start']} → {mc['loadavg_at_end']}.",
         "",
+        *targets_markdown(r.get("targets") or targets(r)),
         "| snapshot | rows/s | vs client (A) | vs Spark JDBC (B) |",
         "|---|---:|---:|---:|",
     ]
@@ -52,11 +54,13 @@ def markdown(r: dict[str, Any]) -> str:
         f"{s['chunks_per_commit']} (effective {s['chunks_per_commit_effective_p2']}); "
         f"concurrent workload achieved {_fmt(s['concurrent_updates_s'])} updates/s.",
         "",
+        *_readers(s),
         "| stream | value |",
         "|---|---:|",
         f"| burst applied to silver (available-now) | {_fmt(st['changes_s'])} changes/s "
         f"({st['changes']:,} changes in {st['seconds']} s, {st['batches']} batch(es)) |",
         f"| silver matches source after the burst | {st['silver_matches_source']} |",
+        *_merge_floor(st),
         f"| end-to-end latency p50 / p95 (trigger {st.get('trigger_interval')}) | "
         f"{_fmt(st.get('latency_p50_s'), 2)} s / {_fmt(st.get('latency_p95_s'), 2)} s |",
         f"| latency seen by polling silver p50 / p95 | {_fmt(st.get('latency_polled_p50_s'), 2)} s"
@@ -66,6 +70,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"{_fmt(st.get('decode', {}).get('binlake_images_s'))} "
         f"({_fmt(st.get('decode', {}).get('speedup'), 2)}×) |",
         "",
+        *(_many_tables(r["many_tables"]) if r.get("many_tables") else []),
         "| memory (peak RSS) | MB |",
         "|---|---:|",
         f"| driver (Python + JVM) | {_fmt(m['driver_peak_mb'])} |",
@@ -75,13 +80,243 @@ def markdown(r: dict[str, Any]) -> str:
         "| phase | wall s | machine busy CPU s | JVM CPU s | driver Python CPU s | workers CPU s | mariadbd CPU s |",  # noqa: E501
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for phase, c in r["cpu_by_phase"].items():
-        lines.append(
-            f"| {phase} | {c['wall_s']} | {c['machine_busy_cpu_s']} | "
-            f"{c.get('driver_jvm_cpu_s')} | {c.get('driver_python_cpu_s')} | "
-            f"{c.get('workers_cpu_s')} | {c.get('mariadbd_cpu_s')} |"
-        )
+    lines += _cpu_rows(r)
     return "\n".join(lines) + "\n"
+
+
+def _cpu_rows(r: dict[str, Any]) -> list[str]:
+    return [
+        f"| {phase} | {c['wall_s']} | {c['machine_busy_cpu_s']} | "
+        f"{c.get('driver_jvm_cpu_s')} | {c.get('driver_python_cpu_s')} | "
+        f"{c.get('workers_cpu_s')} | {c.get('mariadbd_cpu_s')} |"
+        for phase, c in r["cpu_by_phase"].items()
+    ]
+
+
+# --------------------------------------------------------------------------- issue 13's targets
+
+#: The stream burst and many-tables sizes the targets are set for.
+TARGET_BURST = 200_000
+TARGET_TABLES = (200, 1000, 50)
+
+
+def _target(
+    key: str, figure: Any, op: str, bound: Any, bound_from: str, correct: bool, note: str
+) -> dict[str, Any]:
+    if figure is None or bound is None:
+        met = None
+    else:
+        met = bool(figure <= bound if op == "<=" else figure >= bound) and correct
+    if not correct:
+        note = "; ".join(
+            x for x in (note, "result not correct: silver differs from the source") if x
+        )
+    return {
+        "key": key,
+        "figure": figure,
+        "op": op,
+        "bound": round(bound, 2) if isinstance(bound, float) else bound,
+        "bound_from": bound_from,
+        "met": met,
+        "note": note,
+    }
+
+
+def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 13's targets that this run measured: each with its figure, its bound (for a ratio
+    target, the bound measured in the same run) and met / missed (`met`: None = not measured)."""
+    out: list[dict[str, Any]] = []
+    mt = r.get("many_tables")
+    if mt:
+        sizes = (mt["tables"], mt["rows_per_table"], mt["catchup_tables"])
+        note = (
+            ""
+            if sizes == TARGET_TABLES
+            else f"measured on {sizes[0]} tables × {sizes[1]:,} rows, {sizes[2]} touched; the "
+            f"target is set for {TARGET_TABLES[0]} × {TARGET_TABLES[1]:,}, "
+            f"{TARGET_TABLES[2]} touched"
+        )
+        out.append(
+            _target(
+                "many_tables.snapshot_s", mt["snapshot_s"], "<=",
+                1.5 * mt["single_table_snapshot_s"],
+                f"1.5 × many_tables.single_table_snapshot_s ({mt['single_table_snapshot_s']} s)",
+                True, note,
+            )
+        )  # fmt: skip
+        out.append(
+            _target(
+                "many_tables.catchup_s", mt["catchup_s"], "<=", 15.0, "15 s",
+                bool(mt["silver_matches_source"]), note,
+            )
+        )  # fmt: skip
+    st = r.get("stream")
+    if st and "changes_s" in st:
+        note = (
+            ""
+            if st["changes"] == TARGET_BURST
+            else f"measured on a burst of {st['changes']:,}; the target is set for {TARGET_BURST:,}"
+        )
+        floor = st.get("merge_floor_changes_s")
+        if floor is not None:
+            beside = (
+                f"merge floor {floor:,.0f} changes/s, binlake at "
+                f"{st['changes_vs_merge_floor']:.2f}× the floor"
+            )
+            note = "; ".join(x for x in (beside, note) if x)
+        out.append(
+            _target(
+                "stream.changes_s", st["changes_s"], ">=", 50_000, "50,000 changes/s",
+                bool(st["silver_matches_source"]), note,
+            )
+        )  # fmt: skip
+        if "latency_p95_s" in st:
+            out.append(
+                _target("stream.latency_p95_s", st["latency_p95_s"], "<=", 5.0, "5 s", True, "")
+            )
+    return out
+
+
+def targets_markdown(items: list[dict[str, Any]]) -> list[str]:
+    if not items:
+        return []
+    lines = [
+        "| target (issue 13) | figure | bound | result | note |",
+        "|---|---:|---:|---|---|",
+    ]
+    for t in items:
+        result = {True: "met", False: "**missed**", None: "not measured"}[t["met"]]
+        figure = _fmt(
+            t["figure"], 2 if isinstance(t["figure"], float) and t["figure"] < 1000 else 0
+        )
+        lines.append(
+            f"| `{t['key']}` {'≤' if t['op'] == '<=' else '≥'} {t['bound_from']} | {figure} | "
+            f"{_fmt(t['bound'], 2 if isinstance(t['bound'], float) else 0)} | {result} | "
+            f"{t['note']} |"
+        )
+    return [*lines, ""]
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _merge_floor(st: dict[str, Any]) -> list[str]:
+    if "merge_floor_changes_s" not in st:
+        return []
+    f = st["merge_floor"]
+    return [
+        f"| merge floor: one bare Delta MERGE of the burst's {f['rows']:,} collapsed changes "
+        f"(static Delta source, silver restored to before the burst) | "
+        f"{_fmt(st['merge_floor_changes_s'])} changes/s ({f['merge_s']} s; result matches "
+        f"silver: {f['matches_silver']}) |",
+        f"| binlake / merge floor | {_fmt(st['changes_vs_merge_floor'], 3)} |",
+        *_apply_split(st.get("catch_up_phases") or {}),
+    ]
+
+
+def _apply_split(phases: dict[str, Any]) -> list[str]:
+    """binlake's own catch-up, split as `bench.phases` timed it (the burst is one table)."""
+    parts = [
+        ("batch", "sink batch"),
+        ("batch.table.summary", "summary"),
+        ("batch.table.changelog_append", "changelog append"),
+        ("batch.table.merge", "MERGE"),
+    ]
+    if any(k not in phases or phases[k].get("missing") for k, _ in parts):
+        return []
+    text = ", ".join(f"{label} {phases[k]['s']} s" for k, label in parts)
+    return [f"| binlake's catch-up split | {text} |"]
+
+
+def _many_tables(mt: dict[str, Any]) -> list[str]:
+    snap = mt["profile"]["snapshot"]
+    catch = mt["profile"]["catchup"]
+    lines = [
+        f"| many tables: {mt['tables']} × {mt['rows_per_table']:,} rows ({mt['rows']:,}) | value |",
+        "|---|---:|",
+        f"| snapshot of the {mt['tables']} tables (p2) | {mt['snapshot_s']} s = "
+        f"{_fmt(mt['snapshot_rows_s'])} rows/s, {mt['snapshot_per_table_s']} s per table |",
+        f"| snapshot of one table of the same {mt['rows']:,} rows (p2, "
+        f"{mt['single_table_chunks']} chunks) | {mt['single_table_snapshot_s']} s = "
+        f"{_fmt(mt['single_table_rows_s'])} rows/s |",
+        f"| many / one | {_fmt(mt['snapshot_vs_single'], 2)} |",
+        f"| silver created from bronze (first available-now run) | {mt['silver_init_s']} s |",
+        f"| catch-up: {mt['catchup_changes']} updates in {mt['catchup_tables']} tables "
+        f"(available-now) | {mt['catchup_s']} s ({mt['catchup_batches']} batch(es)) |",
+        f"| silver matches source in the touched tables | {mt['silver_matches_source']} |",
+        "",
+        *_breakdown("many-tables snapshot: where the time goes", snap["breakdown"],
+                    snap["phases"]),
+        *_breakdown("many-tables catch-up: where the time goes", catch["breakdown"],
+                    catch["phases"]),
+    ]  # fmt: skip
+    return lines
+
+
+def _breakdown(title: str, parts: dict[str, Any], phases: dict[str, Any]) -> list[str]:
+    lines = [
+        f"| {title} | s | share | s per table | calls | mean s per call: first → last quarter |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def trend(p: dict[str, Any]) -> str:
+        if "first_quarter_mean_s" not in p:
+            return ""
+        return f"{p['first_quarter_mean_s']} → {p['last_quarter_mean_s']}"
+
+    for name, b in parts.items():
+        p = phases.get(name, {})
+        lines.append(
+            f"| {name} | {b['s']} | {_fmt(b['share'], 3)} | {_fmt(b['per_table_s'], 3)} | "
+            f"{p.get('calls', '')} | {trend(p)} |"
+        )
+    for name, p in phases.items():
+        if name not in parts and not p.get("missing") and p["calls"]:
+            lines.append(
+                f"| ↳ {name} | {p['s']} | | {_fmt(p['mean_s'], 3)} (mean) | {p['calls']} | "
+                f"{trend(p)} |"
+            )
+    return [*lines, ""]
+
+
+def many_tables_markdown(r: dict[str, Any]) -> str:
+    mc, m = r["machine"], r["memory"]
+    lines = [
+        f"# binlake benchmark {r['date']}: many tables",
+        "",
+        f"{mc['cores']} cores, {mc['ram_gb']} GB, {mc['cpu_model']}; MariaDB "
+        f"{mc['mariadb_version']}; Spark {mc['spark_version']} local[2]; load average "
+        f"{mc['loadavg_at_start']} → {mc['loadavg_at_end']}.",
+        "",
+        *targets_markdown(r["targets"]),
+        *_many_tables(r["many_tables"]),
+        f"Peak RSS: driver (Python + JVM) {_fmt(m['driver_peak_mb'])} MB, Python workers (sum) "
+        f"{_fmt(m['worker_peak_mb'])} MB.",
+        "",
+        "| phase | wall s | machine busy CPU s | JVM CPU s | driver Python CPU s | workers CPU s | mariadbd CPU s |",  # noqa: E501
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *_cpu_rows(r),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_many_tables(directory: Path, stamp: str, results: dict[str, Any]) -> list[Path]:
+    paths = [directory / f"{stamp}.json", directory / f"{stamp}.md"]
+    paths[0].write_text(json.dumps(results, indent=2, default=str) + "\n")
+    paths[1].write_text(many_tables_markdown(results))
+    return paths
+
+
+def _readers(s: dict[str, Any]) -> list[str]:
+    """The chunk reader alone through each bulk driver measured (MySQLdb only where installed)."""
+    drivers = [d for d in ("mysqldb", "pymysql") if f"reader_{d}_rows_s" in s]
+    if not drivers:
+        return []
+    lines = ["| chunk reader alone, in-process (bulk driver) | rows/s |", "|---|---:|"]
+    lines += [f"| {d} | {_fmt(s[f'reader_{d}_rows_s'])} |" for d in drivers]
+    if "reader_pymysql_vs_mysqldb" in s:
+        lines.append(f"| pymysql / mysqldb | {_fmt(s['reader_pymysql_vs_mysqldb'], 3)} |")
+    return [*lines, ""]
 
 
 def chart(path: Path, r: dict[str, Any]) -> None:

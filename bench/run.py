@@ -1,11 +1,14 @@
 """`make bench` / `python -m bench.run`: binlake's snapshot and stream throughput, measured in
 one run on one data set against two baselines (the C client and Spark's JDBC reader), plus
-end-to-end latency, peak memory and Python-side profiles. See bench/README.md.
+end-to-end latency, the stream's MERGE floor, many small tables against one table of the same
+rows, peak memory and Python-side profiles. See bench/README.md.
 
 Environment: BENCH_ROWS (1,000,000), BENCH_REPS (3), BENCH_CHUNK_SIZE (8096),
 BENCH_CHUNKS_PER_COMMIT (0 = binlake's default, 4 × parallelism), BENCH_BURST (200,000 row
 changes), BENCH_UPDATE_RATE (500/s), BENCH_LATENCY_MARKERS (30), BENCH_PROFILE_CHUNKS (8),
-BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TAG (suffix of the result files),
+BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TABLES (200; 0 skips the many-tables
+scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_ROWS (2),
+BENCH_ONLY (stream | many_tables), BENCH_TAG (suffix of the result files),
 BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from `scripts/db.sh env`).
 """
 
@@ -103,7 +106,14 @@ class Bench:
 
     # ---- config and lake roots
 
-    def config(self, root: Path, parallelism: int, job: str = "bench"):
+    def config(
+        self,
+        root: Path,
+        parallelism: int,
+        job: str = "bench",
+        database: str = "bench",
+        tables: list[str] | None = None,
+    ):
         from binlake.config import parse_config
 
         return parse_config(
@@ -113,8 +123,8 @@ class Bench:
                     "port": self.port,
                     "user": "binlake",
                     "password_env": "BINLAKE_SOURCE_PASSWORD",
-                    "database": "bench",
-                    "tables": ["customer"],
+                    "database": database,
+                    "tables": tables or ["customer"],
                     "server_id_range": SERVER_IDS,
                 },
                 "snapshot": {
@@ -206,6 +216,33 @@ class Bench:
             shutil.rmtree(root, ignore_errors=True)
         return summary.rows / seconds
 
+    def reader(self, driver: str) -> float:
+        """The chunk reader alone through bulk driver `driver`, in this process: every chunk of
+        the table, one after another on one `ChunkReader` (its connections kept, as a snapshot
+        task keeps them). The same data and process for both drivers, so their ratio is the
+        fallback's cost without Spark, Delta or a second core in the way."""
+        from binlake.chunk_reader import ChunkReader
+        from binlake.chunks import ChunkRange
+        from binlake.snapshot import with_resolved_password
+        from binlake.source import connection, validate
+
+        config = self.config(WORK, 1)
+        source = with_resolved_password(config.source)
+        with connection(source) as conn:
+            (table,) = validate(conn, config)
+        with _conn(self) as cur:
+            cur.execute("SELECT MIN(c_customer_sk), MAX(c_customer_sk) FROM customer")
+            low, high = cur.fetchone()
+        rows = 0
+        started = time.monotonic()
+        with ChunkReader(source, table, SERVER_IDS[0] + 60, driver) as chunks:
+            for chunk_id, start in enumerate(range(low, high + 1, self.chunk_size)):
+                rows += chunks.read(chunk_id, ChunkRange(start, start + self.chunk_size)).rows
+        seconds = time.monotonic() - started
+        if rows != self.rows:
+            raise RuntimeError(f"the {driver} chunk reader read {rows} rows, expected {self.rows}")
+        return rows / seconds
+
     def binlake_under_load(self, spark, rep: int) -> float:
         from bench.data import Updater
 
@@ -245,42 +282,47 @@ def timed(monitor, phase: str, fn: Callable[[], float]) -> float:
 # --------------------------------------------------------------------------- stream
 
 
-def current_offset(bench: Bench):
+def current_offset(bench: Bench, database: str = "bench"):
     from binlake.snapshot import with_resolved_password
     from binlake.source import connection
     from binlake.source import current_offset as head
 
-    source = with_resolved_password(bench.config(WORK, 2).source)
+    source = with_resolved_password(bench.config(WORK, 2, database=database).source)
     with connection(source) as conn:
         return head(conn)
 
 
-def silver_fingerprint(spark, config) -> dict[str, int]:
-    from pyspark.sql import functions as F
-
-    from binlake.silver import silver_path
+def silver_fingerprint(spark, config, table=None) -> dict[str, int]:
+    """Count, column sums and key range of silver's `table` (the config's only table if None):
+    what `bench.data.table_fingerprint` computes on the source."""
+    from binlake.silver import silver_table
     from binlake.source import connection, validate
 
-    with connection(config.source) as conn:
-        (table,) = validate(conn, config)
-    row = (
-        spark.read.format("delta")
-        .load(silver_path(config, table))
-        .agg(
-            F.count("*").alias("rows"),
-            F.coalesce(F.sum("c_birth_year"), F.lit(0)).alias("sum_birth_year"),
-            F.coalesce(F.sum("c_birth_day"), F.lit(0)).alias("sum_birth_day"),
-            F.min("c_customer_sk").alias("min_sk"),
-            F.max("c_customer_sk").alias("max_sk"),
-        )
-        .collect()[0]
-    )
+    if table is None:
+        with connection(config.source) as conn:
+            (table,) = validate(conn, config)
+    return frame_fingerprint(silver_table(config, table).read(spark))
+
+
+def frame_fingerprint(frame) -> dict[str, int]:
+    from pyspark.sql import functions as F
+
+    row = frame.agg(
+        F.count("*").alias("rows"),
+        F.coalesce(F.sum("c_birth_year"), F.lit(0)).alias("sum_birth_year"),
+        F.coalesce(F.sum("c_birth_day"), F.lit(0)).alias("sum_birth_day"),
+        F.min("c_customer_sk").alias("min_sk"),
+        F.max("c_customer_sk").alias("max_sk"),
+    ).collect()[0]
     return {k: int(v) for k, v in row.asDict().items()}
 
 
 def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     from bench.data import make_burst, table_fingerprint
+    from bench.phases import STREAM_PHASES, LogCapture, PhaseTimer, QueryProgress
     from binlake import jobs
+    from binlake.silver import silver_table
+    from binlake.source import connection, validate
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
@@ -289,6 +331,9 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         started = time.monotonic()
         jobs.stream(spark, config, available_now=True)
         init_s = time.monotonic() - started
+    with connection(config.source) as conn:
+        (table,) = validate(conn, config)
+    silver_before = silver_table(config, table).delta(spark).history(1).collect()[0]["version"]
     say(f"stream: silver ready in {init_s:.1f} s; making a burst of {bench.burst:,} row changes")
     start = current_offset(bench)
     with monitor.phase("burst"):
@@ -299,7 +344,13 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         f"{burst.updates:,} updates, {burst.deletes:,} deletes) in {burst.statements} statements "
         f"took {burst.seconds:.1f} s; binlog {start} -> {end}"
     )
-    with monitor.phase("stream_catch_up"):
+    capture = LogCapture(echo=bool(os.environ.get("BENCH_VERBOSE")))
+    with (
+        monitor.phase("stream_catch_up"),
+        PhaseTimer(STREAM_PHASES) as timer,
+        QueryProgress(spark) as progress,
+        capture,
+    ):
         started = time.monotonic()
         summary = jobs.stream(spark, config, available_now=True)
         seconds = time.monotonic() - started
@@ -312,10 +363,26 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         f"{summary.changes:,} rows in); silver {'matches' if identical else 'DIFFERS FROM'} "
         f"the source {'' if identical else f'{silver_fp} vs {source_fp}'}"
     )
+    with monitor.phase("merge_floor"):
+        floor = merge_floor(bench, spark, config, silver_before, start, end)
+    changes_s = burst.changes / seconds
+    floor_s = burst.changes / floor["merge_s"]
+    say(
+        f"stream: merge floor {floor_s:,.0f} changes/s (one bare MERGE of {floor['rows']:,} "
+        f"collapsed changes in {floor['merge_s']:.1f} s; result "
+        f"{'matches' if floor['matches_silver'] else 'DIFFERS FROM'} binlake's silver); "
+        f"binlake at {changes_s / floor_s:.2f}× the floor"
+    )
     return {
         "changes": burst.changes,
-        "changes_s": round(burst.changes / seconds, 1),
+        "changes_s": round(changes_s, 1),
         "seconds": round(seconds, 2),
+        "merge_floor_changes_s": round(floor_s, 1),
+        "changes_vs_merge_floor": round(changes_s / floor_s, 3),
+        "merge_floor": floor,
+        "catch_up_phases": timer.result(),
+        "catch_up_triggers": progress.progress,
+        "catch_up_log": [m for _, m in capture.matching("applied in")],
         "burst": {
             "inserts": burst.inserts,
             "updates": burst.updates,
@@ -332,23 +399,133 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     }
 
 
+#: The MERGE's own metrics (Delta's operationMetrics) kept in the result.
+MERGE_METRICS = (
+    "numSourceRows",
+    "numTargetRowsInserted",
+    "numTargetRowsUpdated",
+    "numTargetRowsDeleted",
+    "numTargetFilesAdded",
+    "numTargetFilesRemoved",
+    "numTargetDeletionVectorsAdded",
+    "executionTimeMs",
+    "scanTimeMs",
+    "rewriteTimeMs",
+)
+
+
+def merge_floor(bench: Bench, spark, config, version_before: int, start, end) -> dict[str, Any]:
+    """The floor of the stream's apply: one bare Delta MERGE of the burst's collapsed changes
+    from a static Delta table into silver as it was before the burst, same table, same run.
+
+    The burst's changes are read back from binlake's changelog (`<table>__changelog`, the typed
+    images binlake appended while applying them: offsets in [start, end]), collapsed to the
+    last change per key by `_binlake_offset` and written to a static Delta table. Silver's
+    directory is copied and the copy restored (`RESTORE … TO VERSION AS OF`) to its version
+    before the burst: the same files, layout, statistics and table properties (CDF, deletion
+    vectors) binlake's MERGE met. The timed MERGE has the clauses of binlake's
+    `silver.TableApply` (rewritten here, not imported): key equality plus the batch's key range
+    on the target, delete when the change is a newer delete, update when newer, insert when not
+    a delete. Its key range is computed before the clock starts. Afterwards the copy must equal
+    binlake's silver (count, sums, key range): the floor did the same work."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from binlake.lake import column_name
+    from binlake.offsets import position_token
+    from binlake.silver import OFFSET_COLUMN, changelog_table, data_columns, silver_table
+    from binlake.source import connection, validate
+
+    with connection(config.source) as conn:
+        (table,) = validate(conn, config)
+    silver = silver_table(config, table)
+    silver_path = getattr(silver, "path", None)
+    if silver_path is None:
+        raise RuntimeError("the merge floor copies silver's files: it needs a lake by path")
+    columns = data_columns(spark, silver)
+    assert columns is not None
+    names = columns.fieldNames()
+    root = bench.fresh_root("merge-floor")
+    changes_path, target_path = str(root / "changes"), str(root / "silver")
+
+    offset = F.col(OFFSET_COLUMN)
+    burst = (
+        changelog_table(config, table)
+        .read(spark)
+        .where((offset >= position_token(start, 0)) & (offset <= position_token(end, 99_999_999)))
+    )
+    image = F.when(F.col("_op") == "delete", F.col("_before")).otherwise(F.col("_after"))
+    flat = burst.select("_op", OFFSET_COLUMN, image.alias("_image")).select(
+        "_op", OFFSET_COLUMN, *[F.col(f"_image.{column_name(c)}").alias(c) for c in names]
+    )
+    key = [column_name(k) for k in table.key]
+    latest = Window.partitionBy(*key).orderBy(offset.desc())
+    collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
+    collapsed.write.format("delta").save(changes_path)
+    changelog_rows = burst.count()
+
+    shutil.copytree(silver_path, target_path)
+    DeltaTable.forPath(spark, target_path).restoreToVersion(version_before)
+    properties = DeltaTable.forPath(spark, target_path).detail().collect()[0]["properties"] or {}
+
+    source = spark.read.format("delta").load(changes_path)
+    bounds = source.agg(
+        *[agg(F.col(k)).alias(f"{name}_{j}") for j, k in enumerate(key)
+          for name, agg in (("lo", F.min), ("hi", F.max))]
+    ).collect()[0]  # fmt: skip
+    rows = source.count()
+    on = F.lit(True)
+    for j, k in enumerate(key):
+        on = on & (F.col(f"t.{k}") == F.col(f"s.{k}"))
+        on = on & F.col(f"t.{k}").between(F.lit(bounds[f"lo_{j}"]), F.lit(bounds[f"hi_{j}"]))
+    values: dict[str, Any] = {
+        column_name(c): f"s.{column_name(c)}" for c in (*names, OFFSET_COLUMN)
+    }
+    newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
+    target = DeltaTable.forPath(spark, target_path)
+    started = time.monotonic()
+    (
+        target.alias("t")
+        .merge(source.alias("s"), on)
+        .whenMatchedDelete(condition=f"s._op = 'delete' AND {newer}")
+        .whenMatchedUpdate(condition=f"s._op <> 'delete' AND {newer}", set=values)
+        .whenNotMatchedInsert(condition="s._op <> 'delete'", values=values)
+        .execute()
+    )
+    seconds = time.monotonic() - started
+    metrics = target.history(1).collect()[0]["operationMetrics"] or {}
+    matches = frame_fingerprint(spark.read.format("delta").load(target_path)) == (
+        silver_fingerprint(spark, config, table)
+    )
+    shutil.rmtree(root, ignore_errors=True)
+    return {
+        "merge_s": round(seconds, 2),
+        "rows": rows,
+        "changelog_rows": changelog_rows,
+        "silver_version_before": version_before,
+        "matches_silver": matches,
+        "target_properties": {k: v for k, v in properties.items() if k.startswith("delta.")},
+        "operation_metrics": {k: metrics[k] for k in MERGE_METRICS if k in metrics},
+    }
+
+
 def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     """Continuous mode (5 s trigger) in a thread; single-row updates set markers; latency =
     the silver Delta commit that made the marker visible − the MariaDB commit (same clock).
     Polling silver gives a second, coarser figure."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from binlake import jobs
-    from binlake.silver import silver_path
+    from binlake.silver import silver_table
     from binlake.source import connection, validate
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
-    path = silver_path(config, table)
-    version0 = DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+    silver = silver_table(config, table)
+    version0 = silver.delta(spark).history(1).collect()[0]["version"]
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -386,8 +563,7 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         deadline = time.monotonic() + 90
         while len(seen) < len(committed) and time.monotonic() < deadline and not failure:
             rows = (
-                spark.read.format("delta")
-                .load(path)
+                silver.read(spark)
                 .where(F.col("c_customer_sk").isin(keys))
                 .where(F.col("c_email_address").startswith("lat:"))
                 .select("c_email_address")
@@ -403,10 +579,7 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     if failure:
         raise failure[0]
     changes = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", version0 + 1)
-        .load(path)
+        silver.read(spark, readChangeFeed="true", startingVersion=str(version0 + 1))
         .where(F.col("_change_type").isin("update_postimage", "insert"))
         .where(F.col("c_email_address").startswith("lat:"))
         .select("c_email_address", F.unix_micros("_commit_timestamp").alias("us"))
@@ -444,6 +617,175 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         f"(polled p50 {result['latency_polled_p50_s']} s), {missing} markers missing"
     )
     return result
+
+
+# --------------------------------------------------------------------------- many tables
+
+
+def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
+    """Hundreds of small tables against one table of the same rows, same process and session:
+    the snapshot of `BENCH_TABLES` tables of `BENCH_TABLE_ROWS` rows, the snapshot of one table
+    holding all those rows, then silver's catch-up after a batch of updates touching
+    `BENCH_TOUCHED_TABLES` of the tables (`BENCH_TOUCHED_ROWS` rows each). Per-phase timings
+    come from `bench.phases` (binlake's functions timed from outside, its log lines, Spark's
+    per-trigger durations)."""
+    from bench.data import (
+        MANY_DATABASE,
+        SINGLE_TABLE,
+        create_many_tables,
+        drop_many_tables,
+        many_table_names,
+        table_fingerprint,
+        touch_tables,
+    )
+    from bench.phases import (
+        SNAPSHOT_PHASES,
+        SNAPSHOT_TOP,
+        STREAM_PHASES,
+        LogCapture,
+        PhaseTimer,
+        QueryProgress,
+        breakdown,
+        snapshot_log_windows,
+    )
+    from binlake import jobs
+    from binlake.source import connection, validate
+
+    n = env_int("BENCH_TABLES", 200)
+    per = env_int("BENCH_TABLE_ROWS", 1000)
+    touched_n = min(env_int("BENCH_TOUCHED_TABLES", 50), n)
+    touched_rows = env_int("BENCH_TOUCHED_ROWS", 2)
+    rows = n * per
+    password = bench.password or ""
+    verbose = bool(os.environ.get("BENCH_VERBOSE"))
+    names = many_table_names(n)
+    say(f"many tables: creating {MANY_DATABASE}: {n} tables × {per:,} rows + one of {rows:,}")
+    with monitor.phase("many_tables_load"):
+        load = create_many_tables(password, bench.port, n, per)
+    say(f"many tables: created in {load['many_s']} s + {load['single_s']} s")
+
+    def snapshot(config) -> tuple[Any, float, dict[str, Any]]:
+        with PhaseTimer(SNAPSHOT_PHASES) as timer, LogCapture(echo=verbose) as capture:
+            started_wall = time.time()
+            started = time.monotonic()
+            summary = jobs.snapshot(spark, config)
+            seconds = time.monotonic() - started
+        phases = timer.result()
+        if summary.rows != rows:
+            raise RuntimeError(f"the snapshot read {summary.rows} rows, expected {rows}")
+        return (
+            summary,
+            seconds,
+            {
+                "phases": phases,
+                "breakdown": breakdown(phases, SNAPSHOT_TOP, seconds, summary.tables),
+                "log": snapshot_log_windows(capture, started_wall),
+            },
+        )
+
+    root = bench.fresh_root("many-tables")
+    config = bench.config(root, 2, job="bench_many", database=MANY_DATABASE, tables=[r"t\d{4}"])
+    say(f"many tables: snapshot of the {n} tables (p2)")
+    with monitor.phase("many_tables_snapshot"):
+        summary, snapshot_s, snap_profile = snapshot(config)
+    if summary.tables != n:
+        raise RuntimeError(f"the snapshot captured {summary.tables} tables, expected {n}")
+    say(
+        f"many tables: {n} tables snapshotted in {snapshot_s:.1f} s "
+        f"({snapshot_s / n:.2f} s per table, {rows / snapshot_s:,.0f} rows/s)"
+    )
+    single_root = bench.fresh_root("many-tables-single")
+    single_config = bench.config(
+        single_root, 2, job="bench_single", database=MANY_DATABASE, tables=[SINGLE_TABLE]
+    )
+    say(f"many tables: snapshot of {SINGLE_TABLE}, the same {rows:,} rows in one table (p2)")
+    with monitor.phase("many_tables_single_snapshot"):
+        single, single_s, single_profile = snapshot(single_config)
+    shutil.rmtree(single_root, ignore_errors=True)
+    say(
+        f"many tables: one table snapshotted in {single_s:.1f} s ({single.chunks} chunks); "
+        f"many / one = {snapshot_s / single_s:.2f}"
+    )
+
+    say("many tables: creating silver from bronze (available-now run)")
+    with monitor.phase("many_tables_silver_init"), PhaseTimer(STREAM_PHASES) as init_timer:
+        started = time.monotonic()
+        jobs.stream(spark, config, available_now=True)
+        init_s = time.monotonic() - started
+    say(f"many tables: silver ready in {init_s:.1f} s ({init_s / n:.2f} s per table)")
+
+    touched = names[:: max(n // touched_n, 1)][:touched_n]
+    start = current_offset(bench, MANY_DATABASE)
+    changed = touch_tables(password, bench.port, touched, touched_rows)
+    end = current_offset(bench, MANY_DATABASE)
+    say(f"many tables: updated {changed} rows in {len(touched)} tables; catching up")
+    capture = LogCapture(echo=verbose)
+    with (
+        monitor.phase("many_tables_catchup"),
+        PhaseTimer(STREAM_PHASES) as timer,
+        QueryProgress(spark) as progress,
+        capture,
+    ):
+        started = time.monotonic()
+        caught = jobs.stream(spark, config, available_now=True)
+        catchup_s = time.monotonic() - started
+    check = bench.config(root, 2, job="bench_many", database=MANY_DATABASE, tables=touched)
+    with connection(check.source) as conn:
+        schemas = validate(conn, check)
+    mismatched = [
+        t.name
+        for t in schemas
+        if silver_fingerprint(spark, check, t)
+        != table_fingerprint(password, bench.port, t.name, MANY_DATABASE)
+    ]
+    identical = not mismatched and len(schemas) == len(touched) and caught.changes == changed
+    say(
+        f"many tables: catch-up of {changed} changes in {len(touched)} tables took "
+        f"{catchup_s:.1f} s ({caught.batches} batches, {caught.changes} rows in); silver "
+        f"{'matches' if identical else 'DIFFERS FROM'} the source"
+        + (f" in {', '.join(mismatched)}" if mismatched else "")
+    )
+    shutil.rmtree(root, ignore_errors=True)
+    drop_many_tables(password, bench.port)
+    catch_phases = timer.result()
+    stream_top = (
+        "startup.validate", "ledger_read", "startup.check_available", "startup.ensure_silver",
+        "startup.join_ready_tables", "batch",
+    )  # fmt: skip
+    return {
+        "tables": n,
+        "rows_per_table": per,
+        "rows": rows,
+        "create_s": load,
+        "snapshot_s": round(snapshot_s, 2),
+        "snapshot_rows_s": round(rows / snapshot_s, 1),
+        "snapshot_per_table_s": round(snapshot_s / n, 3),
+        "chunks": summary.chunks,
+        "single_table_snapshot_s": round(single_s, 2),
+        "single_table_rows_s": round(rows / single_s, 1),
+        "single_table_chunks": single.chunks,
+        "snapshot_vs_single": round(snapshot_s / single_s, 3),
+        "silver_init_s": round(init_s, 2),
+        "catchup_s": round(catchup_s, 2),
+        "catchup_tables": len(touched),
+        "catchup_changes": changed,
+        "catchup_batches": caught.batches,
+        "catchup_input_rows": caught.changes,
+        "catchup_binlog_range": [start.to_dict(), end.to_dict()],
+        "silver_matches_source": identical,
+        "mismatched_tables": mismatched,
+        "profile": {
+            "snapshot": snap_profile,
+            "single_table_snapshot": single_profile,
+            "silver_init": {"phases": init_timer.result()},
+            "catchup": {
+                "phases": catch_phases,
+                "breakdown": breakdown(catch_phases, stream_top, catchup_s, n),
+                "triggers": progress.progress,
+                "log": [m for _, m in capture.matching("applied in", "starting at")],
+            },
+        },
+    }
 
 
 # --------------------------------------------------------------------------- decode
@@ -545,18 +887,24 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its callback server's INFO lines
     if os.environ.get("BENCH_VERBOSE"):
         logging.getLogger("binlake").setLevel(logging.INFO)
     from bench import report
     from bench.data import create_and_load
-    from bench.monitor import Monitor, machine
+    from bench.monitor import Monitor
 
     bench = Bench()
+    only = os.environ.get("BENCH_ONLY", "")
+    if only not in ("", "stream", "many_tables"):
+        sys.exit(f"BENCH_ONLY={only!r}: expected stream or many_tables")
     stamp = date.today().isoformat() + (
         f"-{os.environ['BENCH_TAG']}" if os.environ.get("BENCH_TAG") else ""
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(parents=True, exist_ok=True)
+    if only == "many_tables":
+        return main_many_tables(bench, f"many-tables-{stamp}")
     say(
         f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
         f"burst {bench.burst:,}, results bench/results/{stamp}.*"
@@ -571,24 +919,7 @@ def main() -> int:
         f"loaded in {time.monotonic() - started:.1f} s "
         f"(LOAD DATA {bench.rows / load_s:,.0f} rows/s)"
     )
-
-    with monitor.phase("spark_start"):
-        spark = bench_session(cores=2)
-    with _conn(bench) as cur:
-        cur.execute("SELECT VERSION()")
-        (mariadb_version,) = cur.fetchone()
-    info = machine(mariadb_version, spark.version)
-    say(
-        f"Spark {spark.version} local[2], MariaDB {mariadb_version}, {info['cores']} cores, "
-        f"{info['ram_gb']} GB, {info['cpu_model']}"
-    )
-
-    # Warm up: first Spark job, Python workers, JIT (not measured).
-    with monitor.phase("warmup"):
-        warm = str(bench.fresh_root("warmup") / "t")
-        spark.range(1000).mapInArrow(lambda it: it, "id long").write.format("delta").save(warm)
-        spark.read.format("delta").load(warm).count()
-        shutil.rmtree(Path(warm).parent, ignore_errors=True)
+    spark, info = start_spark(bench, monitor)
 
     systems: list[tuple[str, str, Callable[[int], float]]] = [
         ("client_rows_s", "client (mariadb --quick)", lambda rep: bench.client()),
@@ -611,7 +942,14 @@ def main() -> int:
             ),
         ),
     ]
-    if os.environ.get("BENCH_ONLY") == "stream":  # iterate on the stream: one snapshot to start
+    from binlake.source import bulk_driver
+
+    readers = ["mysqldb", "pymysql"] if bulk_driver() == "mysqldb" else ["pymysql"]
+    systems += [
+        (f"reader_{d}_rows_s", f"chunk reader alone, {d}", lambda rep, d=d: bench.reader(d))
+        for d in readers
+    ]
+    if only == "stream":  # iterate on the stream: one snapshot to start
         systems = [s for s in systems if s[0] == "binlake_p2_rows_s"]
         bench.reps = 1
     for rep in range(bench.reps):
@@ -627,12 +965,17 @@ def main() -> int:
     with monitor.phase("decode"):
         stream["decode"] = decode_speed(bench, offsets)
 
-    if os.environ.get("BENCH_ONLY") == "stream":
+    if only == "stream":
         monitor.stop()
         spark.stop()
         print(json.dumps({"stream": stream, "memory": memory(monitor)}, indent=2, default=str))
+        print("\n".join(report.targets_markdown(report.targets({"stream": stream}))), flush=True)
         return 0
+    many = many_tables(bench, spark, monitor) if env_int("BENCH_TABLES", 200) > 0 else None
     results = summarise(bench, stamp, load_s, stream, monitor, info)
+    if many is not None:
+        results["many_tables"] = many
+    results["targets"] = report.targets(results)
     report.write(RESULTS, stamp, results, "")  # written now: a failing profile loses nothing
     if not os.environ.get("BENCH_SKIP_PROFILE"):
         with monitor.phase("profile"):
@@ -647,6 +990,58 @@ def main() -> int:
     for p in paths:
         say(f"wrote {p.relative_to(ROOT)}")
     print(report.markdown(results), flush=True)
+    return 0
+
+
+def start_spark(bench: Bench, monitor) -> tuple[Any, dict[str, Any]]:
+    """The bench's Spark session, the machine's facts, and a warm-up (first Spark job, Python
+    workers, JIT; not measured)."""
+    from bench.data import connect
+    from bench.monitor import machine
+
+    with monitor.phase("spark_start"):
+        spark = bench_session(cores=2)
+    with connect(bench.password or "", bench.port, database=None) as conn, conn.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        (mariadb_version,) = cur.fetchone()
+    info = machine(mariadb_version, spark.version)
+    say(
+        f"Spark {spark.version} local[2], MariaDB {mariadb_version}, {info['cores']} cores, "
+        f"{info['ram_gb']} GB, {info['cpu_model']}"
+    )
+    with monitor.phase("warmup"):
+        warm = str(bench.fresh_root("warmup") / "t")
+        spark.range(1000).mapInArrow(lambda it: it, "id long").write.format("delta").save(warm)
+        spark.read.format("delta").load(warm).count()
+        shutil.rmtree(Path(warm).parent, ignore_errors=True)
+    return spark, info
+
+
+def main_many_tables(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=many_tables`: the many-tables scenario alone (no customer table, no
+    baselines, no stream burst), written to bench/results/many-tables-<date>[-tag].json/.md."""
+    from bench import report
+    from bench.monitor import Monitor
+
+    tables, per = env_int("BENCH_TABLES", 200), env_int("BENCH_TABLE_ROWS", 1000)
+    say(f"many tables only: {tables} × {per:,} rows, results bench/results/{stamp}.*")
+    monitor = Monitor().start()
+    spark, info = start_spark(bench, monitor)
+    many = many_tables(bench, spark, monitor)
+    monitor.stop()
+    spark.stop()
+    info["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    results: dict[str, Any] = {
+        "date": stamp,
+        "many_tables": many,
+        "memory": memory(monitor),
+        "cpu_by_phase": monitor.phase_cpu,
+        "machine": info,
+    }
+    results["targets"] = report.targets(results)
+    for p in report.write_many_tables(RESULTS, stamp, results):
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(report.many_tables_markdown(results), flush=True)
     return 0
 
 
@@ -674,6 +1069,10 @@ def summarise(bench, stamp, load_s, stream, monitor, info) -> dict[str, Any]:
     snap["under_load_over_p2"] = round(
         snap["binlake_p2_under_load_rows_s"] / snap["binlake_p2_rows_s"], 3
     )
+    if "reader_mysqldb_rows_s" in snap:
+        snap["reader_pymysql_vs_mysqldb"] = round(
+            snap["reader_pymysql_rows_s"] / snap["reader_mysqldb_rows_s"], 3
+        )
     snap["concurrent_updates_s"] = median_of(bench.samples.get("_updater_rate", []))
     snap["chunk_size"] = bench.chunk_size
     snap["chunks"] = bench.extra.get("snapshot_chunks")

@@ -25,6 +25,7 @@ import psutil
 import pymysql
 import yaml
 
+from binlake.lake_files import ArrowFiles
 from binlake.offsets import BinlogOffset
 from binlake.sink import batch_end
 
@@ -201,7 +202,7 @@ def sample(
 ) -> dict[str, float]:  # fmt: skip
     now = time.monotonic()
     commits = sorted(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
-    end = batch_end(checkpoint, commits[-1]) if commits else None
+    end = batch_end(ArrowFiles(), str(checkpoint), commits[-1]) if commits else None
     reached = next((t for t, h in heads if end is not None and h >= end), None)
     lag = now - reached if reached is not None else now - started
     return {"t": round(now - started, 1), "lag_s": round(lag, 2), **tree_memory_mb(process)}
