@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -317,9 +318,38 @@ def frame_fingerprint(frame) -> dict[str, int]:
     return {k: int(v) for k, v in row.asDict().items()}
 
 
+@dataclass
+class CatchUp:
+    """One profiled `stream --available-now` run."""
+
+    summary: Any
+    seconds: float
+    phases: dict[str, Any]
+    triggers: list[Any]
+    log: Any
+
+
+def profiled_catch_up(spark, config, monitor, phase: str) -> CatchUp:
+    """`jobs.stream(available_now=True)` timed, with binlake's per-phase timings, Spark's
+    per-trigger durations and binlake's log lines (echoed with BENCH_VERBOSE)."""
+    from bench.phases import STREAM_PHASES, LogCapture, PhaseTimer, QueryProgress
+    from binlake import jobs
+
+    capture = LogCapture(echo=bool(os.environ.get("BENCH_VERBOSE")))
+    with (
+        monitor.phase(phase),
+        PhaseTimer(STREAM_PHASES) as timer,
+        QueryProgress(spark) as progress,
+        capture,
+    ):
+        started = time.monotonic()
+        summary = jobs.stream(spark, config, available_now=True)
+        seconds = time.monotonic() - started
+    return CatchUp(summary, seconds, timer.result(), progress.progress, capture)
+
+
 def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     from bench.data import make_burst, table_fingerprint
-    from bench.phases import STREAM_PHASES, LogCapture, PhaseTimer, QueryProgress
     from binlake import jobs
     from binlake.silver import silver_table
     from binlake.source import connection, validate
@@ -344,16 +374,8 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         f"{burst.updates:,} updates, {burst.deletes:,} deletes) in {burst.statements} statements "
         f"took {burst.seconds:.1f} s; binlog {start} -> {end}"
     )
-    capture = LogCapture(echo=bool(os.environ.get("BENCH_VERBOSE")))
-    with (
-        monitor.phase("stream_catch_up"),
-        PhaseTimer(STREAM_PHASES) as timer,
-        QueryProgress(spark) as progress,
-        capture,
-    ):
-        started = time.monotonic()
-        summary = jobs.stream(spark, config, available_now=True)
-        seconds = time.monotonic() - started
+    catch_up = profiled_catch_up(spark, config, monitor, "stream_catch_up")
+    summary, seconds = catch_up.summary, catch_up.seconds
     source_fp = table_fingerprint(bench.password or "", bench.port)
     silver_fp = silver_fingerprint(spark, config)
     identical = source_fp == silver_fp
@@ -380,9 +402,9 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         "merge_floor_changes_s": round(floor_s, 1),
         "changes_vs_merge_floor": round(changes_s / floor_s, 3),
         "merge_floor": floor,
-        "catch_up_phases": timer.result(),
-        "catch_up_triggers": progress.progress,
-        "catch_up_log": [m for _, m in capture.matching("applied in")],
+        "catch_up_phases": catch_up.phases,
+        "catch_up_triggers": catch_up.triggers,
+        "catch_up_log": [m for _, m in catch_up.log.matching("applied in")],
         "burst": {
             "inserts": burst.inserts,
             "updates": burst.updates,
@@ -644,7 +666,6 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
         STREAM_PHASES,
         LogCapture,
         PhaseTimer,
-        QueryProgress,
         breakdown,
         snapshot_log_windows,
     )
@@ -719,16 +740,8 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
     changed = touch_tables(password, bench.port, touched, touched_rows)
     end = current_offset(bench, MANY_DATABASE)
     say(f"many tables: updated {changed} rows in {len(touched)} tables; catching up")
-    capture = LogCapture(echo=verbose)
-    with (
-        monitor.phase("many_tables_catchup"),
-        PhaseTimer(STREAM_PHASES) as timer,
-        QueryProgress(spark) as progress,
-        capture,
-    ):
-        started = time.monotonic()
-        caught = jobs.stream(spark, config, available_now=True)
-        catchup_s = time.monotonic() - started
+    catch_up = profiled_catch_up(spark, config, monitor, "many_tables_catchup")
+    caught, catchup_s = catch_up.summary, catch_up.seconds
     check = bench.config(root, 2, job="bench_many", database=MANY_DATABASE, tables=touched)
     with connection(check.source) as conn:
         schemas = validate(conn, check)
@@ -747,7 +760,7 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
     )
     shutil.rmtree(root, ignore_errors=True)
     drop_many_tables(password, bench.port)
-    catch_phases = timer.result()
+    catch_phases = catch_up.phases
     stream_top = (
         "startup.validate", "ledger_read", "startup.check_available", "startup.ensure_silver",
         "startup.join_ready_tables", "batch",
@@ -781,8 +794,8 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
             "catchup": {
                 "phases": catch_phases,
                 "breakdown": breakdown(catch_phases, stream_top, catchup_s, n),
-                "triggers": progress.progress,
-                "log": [m for _, m in capture.matching("applied in", "starting at")],
+                "triggers": catch_up.triggers,
+                "log": [m for _, m in catch_up.log.matching("applied in", "starting at")],
             },
         },
     }
