@@ -27,14 +27,14 @@ def _mariadbd() -> psutil.Process | None:
 def _category(proc: psutil.Process, me: int) -> str:
     if proc.pid == me:
         return "driver_python"
-    try:
+    try:  # a short-lived child may end between any two of these calls
         cmd = " ".join(proc.cmdline())
+        if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            return "workers"
+        if proc.name() == "java" or "java" in cmd.split(" ", 1)[0]:
+            return "driver_jvm"
     except psutil.Error:
-        return "other"
-    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
-        return "workers"
-    if proc.name() == "java" or "java" in cmd.split(" ", 1)[0]:
-        return "driver_jvm"
+        pass
     return "other"  # the mariadb client, py-spy, shells
 
 

@@ -23,20 +23,21 @@ import time
 from typing import Any
 
 #: The snapshot's steps (`binlake.snapshot.run_snapshot`). Top-level phases do not overlap;
-#: `a.b` is part of `a`.
+#: `a.b` is part of `a`. `scheduler.table.*` run in the scheduler's threads, one call per table
+#: (or commit batch), so their sums add up over threads.
 SNAPSHOT_PHASES = {
     "validate": "binlake.snapshot:validate",
     "plan": "binlake.snapshot:_plan",
     "plan.ledger_read": "binlake.ledger:Ledger.chunks",
     "plan.source_queries": "binlake.snapshot:plan_table",
     "schema_history": "binlake.schema_history:SchemaHistory.reset",
-    "bronze_create": "binlake.snapshot:_ensure_bronze",
-    "read_commit": "binlake.snapshot:_read_and_commit",
-    "ledger_mark_finished": "binlake.ledger:Ledger.mark_finished",
+    "scheduler": "binlake.snapshot:ChunkScheduler.run",
+    "scheduler.table": "binlake.snapshot:ChunkScheduler._table",
+    "scheduler.table.bronze_create": "binlake.snapshot:_ensure_bronze",
+    "scheduler.table.read_commit": "binlake.snapshot:_read_and_commit",
+    "scheduler.ledger_mark_finished": "binlake.ledger:Ledger.mark_finished",
 }
-SNAPSHOT_TOP = (
-    "validate", "plan", "schema_history", "bronze_create", "read_commit", "ledger_mark_finished"
-)  # fmt: skip
+SNAPSHOT_TOP = ("validate", "plan", "schema_history", "scheduler")
 
 #: The stream's start-up (`binlake.stream.run_stream`) and its `foreachBatch` sink
 #: (`binlake.sink.BatchSink`): `batch.*` are parts of a batch; `batch.table.*` run in the sink's

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -440,96 +441,118 @@ def merge_floor(bench: Bench, spark, config, version_before: int, start, end) ->
     """The floor of the stream's apply: one bare Delta MERGE of the burst's collapsed changes
     from a static Delta table into silver as it was before the burst, same table, same run.
 
-    The burst's changes are read back from binlake's changelog (`<table>__changelog`, the typed
-    images binlake appended while applying them: offsets in [start, end]), collapsed to the
-    last change per key by `_binlake_offset` and written to a static Delta table. Silver's
-    directory is copied and the copy restored (`RESTORE … TO VERSION AS OF`) to its version
-    before the burst: the same files, layout, statistics and table properties (CDF, deletion
-    vectors) binlake's MERGE met. The timed MERGE has the clauses of binlake's
-    `silver.TableApply` (rewritten here, not imported): key equality plus the batch's key range
-    on the target, delete when the change is a newer delete, update when newer, insert when not
-    a delete. Its key range is computed before the clock starts. Afterwards the copy must equal
-    binlake's silver (count, sums, key range): the floor did the same work."""
+    Silver's directory is copied and the copy restored (`RESTORE … TO VERSION AS OF`) to its
+    version before the burst: the same files, layout, statistics and table properties (CDF,
+    deletion vectors) binlake's MERGE met. The changes and the MERGE are `FloorMerge`'s.
+    Afterwards the copy must equal binlake's silver (count, sums, key range): the floor did the
+    same work."""
     from delta.tables import DeltaTable
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
 
-    from binlake.lake import column_name
-    from binlake.offsets import position_token
-    from binlake.silver import OFFSET_COLUMN, changelog_table, data_columns, silver_table
     from binlake.source import connection, validate
 
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
-    silver = silver_table(config, table)
-    silver_path = getattr(silver, "path", None)
-    if silver_path is None:
-        raise RuntimeError("the merge floor copies silver's files: it needs a lake by path")
-    columns = data_columns(spark, silver)
-    assert columns is not None
-    names = columns.fieldNames()
+    silver_path = _silver_path(config, table)
     root = bench.fresh_root("merge-floor")
-    changes_path, target_path = str(root / "changes"), str(root / "silver")
-
-    offset = F.col(OFFSET_COLUMN)
-    burst = (
-        changelog_table(config, table)
-        .read(spark)
-        .where((offset >= position_token(start, 0)) & (offset <= position_token(end, 99_999_999)))
-    )
-    image = F.when(F.col("_op") == "delete", F.col("_before")).otherwise(F.col("_after"))
-    flat = burst.select("_op", OFFSET_COLUMN, image.alias("_image")).select(
-        "_op", OFFSET_COLUMN, *[F.col(f"_image.{column_name(c)}").alias(c) for c in names]
-    )
-    key = [column_name(k) for k in table.key]
-    latest = Window.partitionBy(*key).orderBy(offset.desc())
-    collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
-    collapsed.write.format("delta").save(changes_path)
-    changelog_rows = burst.count()
-
+    target_path = str(root / "silver")
     shutil.copytree(silver_path, target_path)
     DeltaTable.forPath(spark, target_path).restoreToVersion(version_before)
     properties = DeltaTable.forPath(spark, target_path).detail().collect()[0]["properties"] or {}
-
-    source = spark.read.format("delta").load(changes_path)
-    bounds = source.agg(
-        *[agg(F.col(k)).alias(f"{name}_{j}") for j, k in enumerate(key)
-          for name, agg in (("lo", F.min), ("hi", F.max))]
-    ).collect()[0]  # fmt: skip
-    rows = source.count()
-    on = F.lit(True)
-    for j, k in enumerate(key):
-        on = on & (F.col(f"t.{k}") == F.col(f"s.{k}"))
-        on = on & F.col(f"t.{k}").between(F.lit(bounds[f"lo_{j}"]), F.lit(bounds[f"hi_{j}"]))
-    values: dict[str, Any] = {
-        column_name(c): f"s.{column_name(c)}" for c in (*names, OFFSET_COLUMN)
-    }
-    newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
-    target = DeltaTable.forPath(spark, target_path)
+    floor = FloorMerge(spark, config, table, target_path, str(root / "changes"), start, end)
     started = time.monotonic()
-    (
-        target.alias("t")
-        .merge(source.alias("s"), on)
-        .whenMatchedDelete(condition=f"s._op = 'delete' AND {newer}")
-        .whenMatchedUpdate(condition=f"s._op <> 'delete' AND {newer}", set=values)
-        .whenNotMatchedInsert(condition="s._op <> 'delete'", values=values)
-        .execute()
-    )
+    floor.merge()
     seconds = time.monotonic() - started
-    metrics = target.history(1).collect()[0]["operationMetrics"] or {}
+    metrics = DeltaTable.forPath(spark, target_path).history(1).collect()[0]["operationMetrics"]
     matches = frame_fingerprint(spark.read.format("delta").load(target_path)) == (
         silver_fingerprint(spark, config, table)
     )
     shutil.rmtree(root, ignore_errors=True)
     return {
         "merge_s": round(seconds, 2),
-        "rows": rows,
-        "changelog_rows": changelog_rows,
+        "rows": floor.rows,
+        "changelog_rows": floor.changelog_rows,
         "silver_version_before": version_before,
         "matches_silver": matches,
         "target_properties": {k: v for k, v in properties.items() if k.startswith("delta.")},
-        "operation_metrics": {k: metrics[k] for k in MERGE_METRICS if k in metrics},
+        "operation_metrics": {k: (metrics or {})[k] for k in MERGE_METRICS if k in (metrics or {})},
     }
+
+
+def _silver_path(config, table) -> str:
+    from binlake.silver import silver_table
+
+    path = getattr(silver_table(config, table), "path", None)
+    if path is None:
+        raise RuntimeError("the merge floor copies silver's files: it needs a lake by path")
+    return path
+
+
+class FloorMerge:
+    """A table's changes in [start, end], read back from binlake's changelog (the typed images
+    binlake appended while applying them), collapsed to the last change per key by
+    `_binlake_offset` and written to a static Delta table at `changes_path`; `merge()` is the
+    bare MERGE of them into the Delta table at `target_path`, with the clauses of binlake's
+    `silver.TableApply` (rewritten here, not imported): key equality plus the batch's key range
+    on the target, delete when the change is a newer delete, update when newer, insert when not
+    a delete. Everything but the MERGE itself (the key range too) is done before it is timed."""
+
+    def __init__(self, spark, config, table, target_path: str, changes_path: str, start, end):
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        from binlake.lake import column_name
+        from binlake.offsets import position_token
+        from binlake.silver import OFFSET_COLUMN, changelog_table, data_columns, silver_table
+
+        columns = data_columns(spark, silver_table(config, table))
+        assert columns is not None
+        self.spark, self.target_path = spark, target_path
+        self.names = columns.fieldNames()
+        self.key = [column_name(k) for k in table.key]
+        offset = F.col(OFFSET_COLUMN)
+        first, last = position_token(start, 0), position_token(end, 99_999_999)
+        burst = changelog_table(config, table).read(spark).where(offset.between(first, last))
+        image = F.when(F.col("_op") == "delete", F.col("_before")).otherwise(F.col("_after"))
+        flat = burst.select("_op", OFFSET_COLUMN, image.alias("_image")).select(
+            "_op", OFFSET_COLUMN,
+            *[F.col(f"_image.{column_name(c)}").alias(c) for c in self.names],
+        )  # fmt: skip
+        latest = Window.partitionBy(*self.key).orderBy(offset.desc())
+        collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
+        collapsed.write.format("delta").save(changes_path)
+        self.changelog_rows = burst.count()
+        self.source = spark.read.format("delta").load(changes_path)
+        self.rows = self.source.count()
+        self.bounds = self.source.agg(
+            *[agg(F.col(k)).alias(f"{name}_{j}") for j, k in enumerate(self.key)
+              for name, agg in (("lo", F.min), ("hi", F.max))]
+        ).collect()[0]  # fmt: skip
+
+    def merge(self) -> None:
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        from binlake.lake import column_name
+        from binlake.silver import OFFSET_COLUMN
+
+        on = F.lit(True)
+        for j, k in enumerate(self.key):
+            on = on & (F.col(f"t.{k}") == F.col(f"s.{k}"))
+            low, high = F.lit(self.bounds[f"lo_{j}"]), F.lit(self.bounds[f"hi_{j}"])
+            on = on & F.col(f"t.{k}").between(low, high)
+        values: dict[str, Any] = {
+            column_name(c): f"s.{column_name(c)}" for c in (*self.names, OFFSET_COLUMN)
+        }
+        newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
+        (
+            DeltaTable.forPath(self.spark, self.target_path)
+            .alias("t")
+            .merge(self.source.alias("s"), on)
+            .whenMatchedDelete(condition=f"s._op = 'delete' AND {newer}")
+            .whenMatchedUpdate(condition=f"s._op <> 'delete' AND {newer}", set=values)
+            .whenNotMatchedInsert(condition="s._op <> 'delete'", values=values)
+            .execute()
+        )
 
 
 def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
@@ -670,6 +693,7 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
         snapshot_log_windows,
     )
     from binlake import jobs
+    from binlake.sink import APPLY_THREADS
     from binlake.source import connection, validate
 
     n = env_int("BENCH_TABLES", 200)
@@ -715,6 +739,14 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
         f"many tables: {n} tables snapshotted in {snapshot_s:.1f} s "
         f"({snapshot_s / n:.2f} s per table, {rows / snapshot_s:,.0f} rows/s)"
     )
+    with connection(config.source) as conn:
+        all_schemas = validate(conn, config)
+    with monitor.phase("many_tables_bronze_floor"):
+        bronze_floor_s = bronze_floor(spark, config, all_schemas, bench.fresh_root("bronze-floor"))
+    say(
+        f"many tables: floor, the same rows copied from bronze into {n} new Delta tables "
+        f"({config.table_slots} at once): {bronze_floor_s:.1f} s"
+    )
     single_root = bench.fresh_root("many-tables-single")
     single_config = bench.config(
         single_root, 2, job="bench_single", database=MANY_DATABASE, tables=[SINGLE_TABLE]
@@ -736,15 +768,24 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
     say(f"many tables: silver ready in {init_s:.1f} s ({init_s / n:.2f} s per table)")
 
     touched = names[:: max(n // touched_n, 1)][:touched_n]
+    check = bench.config(root, 2, job="bench_many", database=MANY_DATABASE, tables=touched)
+    with connection(check.source) as conn:
+        schemas = validate(conn, check)
+    floor_root = bench.fresh_root("catchup-floor")
+    for table in schemas:  # silver as the catch-up will find it
+        shutil.copytree(_silver_path(config, table), floor_root / "silver" / table.name)
     start = current_offset(bench, MANY_DATABASE)
     changed = touch_tables(password, bench.port, touched, touched_rows)
     end = current_offset(bench, MANY_DATABASE)
     say(f"many tables: updated {changed} rows in {len(touched)} tables; catching up")
     catch_up = profiled_catch_up(spark, config, monitor, "many_tables_catchup")
     caught, catchup_s = catch_up.summary, catch_up.seconds
-    check = bench.config(root, 2, job="bench_many", database=MANY_DATABASE, tables=touched)
-    with connection(check.source) as conn:
-        schemas = validate(conn, check)
+    with monitor.phase("many_tables_catchup_floor"):
+        catchup_floor_s = catchup_floor(spark, config, schemas, floor_root, start, end)
+    say(
+        f"many tables: floor, bare MERGEs of the same changes into the {len(schemas)} silver "
+        f"tables ({APPLY_THREADS} at once): {catchup_floor_s:.1f} s"
+    )
     mismatched = [
         t.name
         for t in schemas
@@ -778,8 +819,12 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
         "single_table_rows_s": round(rows / single_s, 1),
         "single_table_chunks": single.chunks,
         "snapshot_vs_single": round(snapshot_s / single_s, 3),
+        "bronze_floor_s": round(bronze_floor_s, 2),
+        "snapshot_vs_bronze_floor": round(snapshot_s / bronze_floor_s, 3),
         "silver_init_s": round(init_s, 2),
         "catchup_s": round(catchup_s, 2),
+        "catchup_merge_floor_s": round(catchup_floor_s, 2),
+        "catchup_vs_merge_floor": round(catchup_s / catchup_floor_s, 3),
         "catchup_tables": len(touched),
         "catchup_changes": changed,
         "catchup_batches": caught.batches,
@@ -799,6 +844,46 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
             },
         },
     }
+
+
+def bronze_floor(spark, config, tables, root: Path) -> float:
+    """The floor of the many-tables snapshot: each table's rows, read back from its bronze
+    table, written by Spark alone into a new Delta table, as many tables at once as binlake's
+    snapshot ran (`config.table_slots`). No MySQL, no watermarks, no ledger: what Delta's
+    per-table write costs in this session."""
+    from binlake.snapshot import bronze_table
+
+    def copy(table) -> None:
+        rows = bronze_table(config, table).read(spark)
+        rows.write.format("delta").save(str(root / table.name))
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(config.table_slots) as pool:
+        list(pool.map(copy, tables))
+    seconds = time.monotonic() - started
+    shutil.rmtree(root, ignore_errors=True)
+    return seconds
+
+
+def catchup_floor(spark, config, tables, root: Path, start, end) -> float:
+    """The floor of the many-tables catch-up: for each touched table, one bare MERGE of its
+    collapsed changes (`FloorMerge`) into a copy of its silver taken before the updates, as many
+    tables at once as binlake's sink applies (`sink.APPLY_THREADS`)."""
+    from binlake.sink import APPLY_THREADS
+
+    floors = [
+        FloorMerge(
+            spark, config, table, str(root / "silver" / table.name),
+            str(root / "changes" / table.name), start, end,
+        )
+        for table in tables
+    ]  # fmt: skip
+    started = time.monotonic()
+    with ThreadPoolExecutor(APPLY_THREADS) as pool:
+        list(pool.map(FloorMerge.merge, floors))
+    seconds = time.monotonic() - started
+    shutil.rmtree(root, ignore_errors=True)
+    return seconds
 
 
 # --------------------------------------------------------------------------- decode

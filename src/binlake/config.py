@@ -147,8 +147,13 @@ class SourceConfig(_Section):
 class SnapshotConfig(_Section):
     #: Rows per chunk.
     chunk_size: Annotated[int, Field(ge=1)] = 8096
-    #: Chunks read at once (Spark tasks).
+    #: Chunks of one table read at once (Spark tasks of one job).
     parallelism: Annotated[int, Field(ge=1)] = 4
+    #: Tables read and committed at once, each by its own Spark job: many small tables share
+    #: the machine instead of queueing behind each other's Delta commits. Each table in flight
+    #: takes `parallelism` server ids of `source.server_id_range`; fewer tables run at once when
+    #: the range holds fewer.
+    concurrent_tables: Annotated[int, Field(ge=1)] = 4
     #: Split key per table, required for tables without a primary key: a primary-key column,
     #: or where there is none a NOT NULL column with a single-column UNIQUE index.
     split_keys: dict[str, str] = Field(default_factory=dict)
@@ -303,6 +308,15 @@ class Config(_Section):
 
     def snapshot_server_id(self, reader: int) -> int:
         return self.source.server_id_range[0] + reader
+
+    @property
+    def table_slots(self) -> int:
+        """Tables the snapshot reads at once: `snapshot.concurrent_tables`, or fewer when the
+        server-id range (less the stream's id) cannot give each its `parallelism` ids."""
+        low, high = self.source.server_id_range
+        return max(
+            1, min(self.snapshot.concurrent_tables, (high - low) // self.snapshot.parallelism)
+        )
 
 
 def load_config(path: str | Path, overrides: dict[str, str] | None = None) -> Config:

@@ -1,14 +1,14 @@
 """The chunk ledger: a Delta table of every chunk's plan and, once finished, its watermarks.
 
-It is Flink CDC's checkpointed split state. The plan of a table is written in one commit before
-any of its chunks is read, and reused on restart (re-splitting would misalign the chunks that
-already finished). A chunk becomes `finished` only after its rows are committed to bronze, so a
-crash between the two re-reads the chunk, and the idempotent bronze commit replaces its rows.
+It is Flink CDC's checkpointed split state. The plans of all tables are written in one commit
+before any of their chunks is read, and reused on restart (re-splitting would misalign the chunks
+that already finished). A chunk becomes `finished` only after its rows are committed to bronze, so
+a crash between the two re-reads the chunk, and the idempotent bronze commit replaces its rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -99,25 +99,34 @@ class Ledger:
         states = [chunk_state(row.asDict()) for row in frame.collect()]
         return sorted(states, key=lambda s: (s.table, s.chunk_id))
 
-    def record_plan(
-        self, table: str, split_column: str, plan: Callable[[], list[ChunkRange]]
-    ) -> list[ChunkState]:
-        """The plan already recorded for `table`, or `plan()` persisted whole in one commit."""
-        existing = self.chunks(table)
-        if existing:
-            if existing[0].split_column != split_column:
-                raise LedgerError(
-                    f"the ledger planned {table} by column {existing[0].split_column!r}, the "
-                    f"config now splits it by {split_column!r}: restore the split key, or "
-                    f"re-snapshot it: `binlake snapshot --tables {table.split('.', 1)[1]} --reset`"
-                )
-            return existing
-        states = [ChunkState(table, i, split_column, r) for i, r in enumerate(plan())]
-        self._table()
-        rows = [_row(s) for s in states]
-        self._lake_table.save(
-            self._spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("append")
-        )
+    def record_plans(
+        self, plans: Mapping[str, tuple[str, Callable[[], list[ChunkRange]]]]
+    ) -> dict[str, list[ChunkState]]:
+        """Per table (`name: (split column, planner)`), the plan already recorded, or its
+        planner's chunks; every new plan is persisted in one commit, whatever the number of
+        tables (a table's plan is never split across commits)."""
+        recorded: dict[str, list[ChunkState]] = {}
+        for state in self.chunks():
+            recorded.setdefault(state.table, []).append(state)
+        states: dict[str, list[ChunkState]] = {}
+        new: list[ChunkState] = []
+        for table, (split_column, plan) in plans.items():
+            existing = recorded.get(table)
+            if existing:
+                _check_split_column(table, existing[0].split_column, split_column)
+                states[table] = existing
+            else:
+                states[table] = [
+                    ChunkState(table, i, split_column, r) for i, r in enumerate(plan())
+                ]
+                new.extend(states[table])
+        if new:
+            self._table()
+            self._lake_table.save(
+                self._spark.createDataFrame([_row(s) for s in new], SCHEMA)
+                .write.format("delta")
+                .mode("append")
+            )
         return states
 
     def forget(self, table: str) -> None:
@@ -151,6 +160,15 @@ class Ledger:
                 }
             )
             .execute()
+        )
+
+
+def _check_split_column(table: str, planned: str, configured: str) -> None:
+    if planned != configured:
+        raise LedgerError(
+            f"the ledger planned {table} by column {planned!r}, the config now splits it by "
+            f"{configured!r}: restore the split key, or re-snapshot it: "
+            f"`binlake snapshot --tables {table.split('.', 1)[1]} --reset`"
         )
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -36,6 +38,7 @@ from binlake.source import TableSchema
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, read_range
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 def offset_version(offset: BinlogOffset) -> int:
@@ -114,8 +117,7 @@ class BatchSink:
             )  # fmt: skip
             return name, seconds
 
-        with ThreadPoolExecutor(max_workers=max(min(len(names), 8), 1)) as pool:
-            return list(pool.map(one, names))
+        return side_by_side(one, names)
 
 
 def apply_table_changes(
@@ -209,28 +211,48 @@ def join_ready_tables(
     position: BinlogOffset,
 ) -> list[str]:
     """Join every configured table whose snapshot finished but that the stream does not apply
-    yet: apply its changes from its chunks' high watermarks up to `position` (or its last high
-    watermark, if later), then record it in the job's table list from there on."""
+    yet: their changes from their chunks' high watermarks up to `position` (or their last high
+    watermark, if later) are read in one pass over the binlog and applied side by side, then
+    the job's table list records them from that offset on. A crash before that record repeats
+    the join, which is idempotent: silver is rebuilt from bronze, the changelog append is
+    keyed by the join's offset."""
     files = HadoopFiles(spark)
     registry = StreamTables(spec.tables_path, files)
-    joined = registry.read()
-    pending = [t for t in tables if t not in joined]
+    pending = [t for t in tables if t not in registry.read()]
     if not pending:
         return []
-    ledger = Ledger(spark, ledger_path(config))
-    chunks = ledger.chunks()
+    chunks = Ledger(spark, ledger_path(config)).chunks()
     ready = [t for t in pending if _finished(chunks, t)]
-    for name in ready:
-        table = tables[name]
-        own = [c for c in chunks if c.table == name]
-        marks = ChunkMarks.of([c.range for c in own], [c.hw for c in own if c.hw is not None])
-        until = max(position, marks.max_hw)
-        ensure_silver(spark, config, table, from_bronze=True, replace=True)
-        _catch_up(spark, config, files, spec, table, marks, until)
-        joined = registry.read()
-        joined[name] = until
-        registry.write(joined)
-        log.info("%s joined the stream at %s (caught up from %s)", name, until, marks.min_hw)
+    if not ready:
+        return []
+    marks = {
+        name: ChunkMarks.of(
+            [c.range for c in chunks if c.table == name],
+            [c.hw for c in chunks if c.table == name and c.hw is not None],
+        )
+        for name in ready
+    }
+    until = max(position, *(m.max_hw for m in marks.values()))
+    caught_up = _catch_up(spark, config, files, spec, marks, until)
+    history = SchemaHistory(spec.history_root, files)
+
+    def join(name: str) -> None:
+        ensure_silver(spark, config, tables[name], from_bronze=True, replace=True)
+        own = [d for d in caught_up.ddl if d.table == name]
+        app = f"binlake-{config.stream.job_name}-join-{name}"
+        apply_table_changes(
+            spark, config, history, registry, caught_up.frame, name, own, app,
+            offset_version(until),
+        )  # fmt: skip
+
+    side_by_side(join, ready)
+    joined = registry.read()
+    joined.update(dict.fromkeys(ready, until))
+    registry.write(joined)
+    log.info(
+        "%d table(s) joined the stream at %s, caught up from %s: %s",
+        len(ready), until, min(m.min_hw for m in marks.values()), ", ".join(ready),
+    )  # fmt: skip
     return ready
 
 
@@ -239,34 +261,43 @@ def _finished(chunks: list[ChunkState], table: str) -> bool:
     return bool(own) and all(c.finished for c in own)
 
 
+@dataclass(frozen=True)
+class _CaughtUp:
+    frame: DataFrame
+    ddl: list[SchemaChangeRecord]
+
+
 def _catch_up(
     spark: SparkSession,
     config: Config,
     files: LakeFiles,
     spec: StreamSpec,
-    table: TableSchema,
-    marks: ChunkMarks,
+    marks: dict[str, ChunkMarks],
     until: BinlogOffset,
-) -> None:
-    """A joining table's own changes in (its first high watermark, `until`], applied once."""
+) -> _CaughtUp:
+    """The joining tables' own changes, each in (its first high watermark, `until`] and past
+    the high-watermark filter, from one read of the binlog."""
     history = SchemaHistory(spec.history_root, files)
-    start = marks.min_hw
-    if until <= start:
-        return
-    name = table.qualified
-    entries = history.entries(name)
-    partition = BinlogRange(
-        start.file, start.pos, until.file, until.pos, {name: tuple(entries)}, {name: start}
-    )
-    only = replace(spec, marks={name: marks})
-    batches = list(read_range(only, partition))
+    start = min(m.min_hw for m in marks.values())
+    batches: list[pa.RecordBatch] = []
+    if start < until:
+        entries = {name: tuple(history.entries(name)) for name in marks}
+        floors = {name: m.min_hw for name, m in marks.items()}
+        partition = BinlogRange(start.file, start.pos, until.file, until.pos, entries, floors)
+        batches = list(read_range(replace(spec, marks=marks), partition))
     frame = _frame(spark, batches)
-    ddl = _ddl_records(frame)
-    app = f"binlake-{config.stream.job_name}-join-{name}"
-    apply_table_changes(
-        spark, config, history, StreamTables(spec.tables_path, files), frame, name, ddl, app,
-        offset_version(until),
-    )  # fmt: skip
+    return _CaughtUp(frame, _ddl_records(frame))
+
+
+#: Tables applied at once: each is a few small Spark jobs and Delta commits, mostly waiting on
+#: the JVM's driver-side work, so more threads than cores keep the cores busy.
+APPLY_THREADS = 8
+
+
+def side_by_side(step: Callable[[str], _T], names: list[str]) -> list[_T]:
+    """`step` of each table, up to `APPLY_THREADS` at once; the first failure is raised."""
+    with ThreadPoolExecutor(max_workers=max(min(len(names), APPLY_THREADS), 1)) as pool:
+        return list(pool.map(step, names))
 
 
 def _frame(spark: SparkSession, batches: list[pa.RecordBatch]) -> DataFrame:

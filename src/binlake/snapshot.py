@@ -1,20 +1,25 @@
 """The bronze snapshot task: plan, read chunks as Spark tasks, commit bronze, then the ledger.
 
-The driver plans every captured table into chunks and records the plan in the ledger first.
-Pending chunks are then read in commit batches: each batch is one Spark job whose tasks (at most
-`snapshot.parallelism`, each with its own replica `server_id`) read their chunks lock-free and
-return Arrow batches of rows at the chunk's high watermark, written straight into bronze
-(`replaceWhere _chunk_id IN (...)`: a retried batch replaces, never duplicates). Each chunk's LW,
-HW and row count travel back in an accumulator, which Spark merges only from the task attempts
-that succeeded: exactly the reads whose rows the write committed. Only then does one MERGE mark
-the batch's chunks finished in the ledger. One pass: nothing is staged or read twice.
+The driver plans every captured table into chunks and records all plans in the ledger in one
+commit. Pending chunks are then read in commit batches: each batch is one Spark job whose tasks
+(at most `snapshot.parallelism`, each with its own replica `server_id`) read their chunks
+lock-free and return Arrow batches of rows at the chunk's high watermark, written straight into
+bronze (`replaceWhere _chunk_id IN (...)`: a retried batch replaces, never duplicates). Each
+chunk's LW, HW and row count travel back in an accumulator, which Spark merges only from the task
+attempts that succeeded: exactly the reads whose rows the write committed. Only then are the
+chunks marked finished in the ledger. Tables run side by side (`ChunkScheduler`), and one ledger
+MERGE marks the batches of many tables, so a small table costs about one bronze commit. One
+pass: nothing is staged or read twice.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -105,39 +110,155 @@ def run_snapshot(
         if reset:
             for table in tables:
                 reset_table(spark, config, ledger, table)
-        plans = {t.qualified: _plan(conn, ledger, t, config) for t in tables}
+        plans = _plan(conn, ledger, tables, config)
     for table in tables:
         if reset or not history.entries(table.qualified):
             history.reset(table.qualified, SchemaEntry(schemas_at, table))
-    total = sum(len(p) for p in plans.values())
-    done = sum(1 for p in plans.values() for c in p if c.finished)
-    log.info("snapshot: %d tables, %d chunks, %d already finished", len(tables), total, done)
-    if done < total:
+    progress = Progress(plans, started)
+    log.info(
+        "snapshot: %d tables, %d chunks, %d already finished",
+        len(tables), progress.total, progress.done,
+    )  # fmt: skip
+    work = [(t, [c for c in plans[t.qualified] if not c.finished]) for t in tables]
+    work = [(table, pending) for table, pending in work if pending]
+    if work:
         bulk_driver()  # say here, not only in the workers' logs, which reader the chunks use
-    read = rows = 0
-    for table in tables:
-        pending = [c for c in plans[table.qualified] if not c.finished]
-        if not pending:
-            continue
-        _ensure_bronze(spark, config, table)
-        batch_size = config.snapshot.commit_batch
-        for i in range(0, len(pending), batch_size):
-            batch = pending[i : i + batch_size]
-            results = _read_and_commit(spark, config, source, table, batch)
-            ledger.mark_finished(results)
-            read += len(batch)
-            rows += sum(r.rows for r in results)
-            elapsed = time.monotonic() - started
-            log.info(
-                "snapshot %s: chunks %d/%d done, %d rows read, %.0f rows/s",
-                table.qualified, done + read, total, rows, rows / elapsed if elapsed else 0.0,
-            )  # fmt: skip
-    summary = SnapshotSummary(len(tables), total, read, rows, time.monotonic() - started)
+        ChunkScheduler(spark, config, source, ledger, progress).run(work)
+    summary = SnapshotSummary(
+        len(tables), progress.total, progress.read, progress.rows, time.monotonic() - started
+    )
     log.info(
         "snapshot complete: %d chunks (%d read now), %d rows in %.1f s",
         summary.chunks, summary.chunks_read, summary.rows, summary.seconds,
     )  # fmt: skip
     return summary
+
+
+class Progress:
+    """Chunks and tables finished (marked in the ledger) so far, for the progress lines."""
+
+    def __init__(self, plans: dict[str, list[ChunkState]], started: float) -> None:
+        self.started = started
+        self.total = sum(len(p) for p in plans.values())
+        self.done = sum(1 for p in plans.values() for c in p if c.finished)
+        self._unfinished = {
+            table: {c.chunk_id for c in plan if not c.finished} for table, plan in plans.items()
+        }
+        self.read = self.rows = 0
+
+    def add(self, results: list[ChunkResult]) -> None:
+        for result in results:
+            self._unfinished[result.table].discard(result.chunk_id)
+        self.read += len(results)
+        self.rows += sum(r.rows for r in results)
+
+    def report(self) -> None:
+        elapsed = time.monotonic() - self.started
+        tables_done = sum(1 for chunks in self._unfinished.values() if not chunks)
+        log.info(
+            "snapshot: chunks %d/%d done, tables %d/%d, %d rows read, %.0f rows/s",
+            self.done + self.read, self.total, tables_done, len(self._unfinished), self.rows,
+            self.rows / elapsed if elapsed else 0.0,
+        )  # fmt: skip
+
+
+#: Committed chunks wait at most this long for their ledger MERGE, unless a commit batch's worth
+#: is waiting: one MERGE then marks many small tables, and a crash re-reads at most this much.
+MARK_EVERY_S = 5.0
+
+
+class ChunkScheduler:
+    """Reads and commits the pending chunks of many tables, `config.table_slots` tables at once.
+
+    Each table runs in a driver thread of its own: its chunks in commit batches, each one Spark
+    job and one bronze commit, one batch after another (two commits to one Delta table at once
+    would conflict). The threads hand each committed batch to the calling thread, which marks
+    them finished in the ledger, many tables per MERGE: the ledger's cost no longer grows with
+    the number of tables. A crash between a bronze commit and its mark re-reads those chunks,
+    and their bronze commit replaces the rows (see `_read_and_commit`).
+
+    Concurrent jobs must not share a replica server id (the server would evict one binlog
+    replay): slot `s` reads with ids `low + s * parallelism + partition`.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: Config,
+        source: SourceConfig,
+        ledger: Ledger,
+        progress: Progress,
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.source = source
+        self.ledger = ledger
+        self.progress = progress
+        self._committed: queue.SimpleQueue[list[ChunkResult]] = queue.SimpleQueue()
+        self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._stop = threading.Event()
+
+    def run(self, work: list[tuple[TableSchema, list[ChunkState]]]) -> None:
+        """Every table's pending chunks read, committed and marked; the first failure raised
+        after the batches committed before it are marked."""
+        slots = min(self.config.table_slots, len(work))
+        for slot in range(slots):
+            self._slots.put(slot)
+        pool = ThreadPoolExecutor(slots, thread_name_prefix="binlake-snapshot")
+        try:
+            failure = self._mark_until_done({pool.submit(self._table, *w) for w in work})
+        finally:
+            self._stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+        if failure is not None:
+            raise failure
+
+    def _mark_until_done(self, running: set[Future[None]]) -> BaseException | None:
+        waiting: list[ChunkResult] = []
+        marked_at = time.monotonic()
+        failure: BaseException | None = None
+        while running:
+            done, running = wait(running, timeout=MARK_EVERY_S, return_when=FIRST_COMPLETED)
+            failure = failure or next(
+                (f.exception() for f in done if not f.cancelled() and f.exception()), None
+            )
+            if failure is not None:
+                self._stop.set()
+            waiting += self._drain()
+            due = time.monotonic() - marked_at >= MARK_EVERY_S
+            full = len(waiting) >= self.config.snapshot.commit_batch
+            if waiting and (due or full or not running or failure is not None):
+                self._mark(waiting)
+                waiting, marked_at = [], time.monotonic()
+        self._mark(self._drain())
+        return failure
+
+    def _drain(self) -> list[ChunkResult]:
+        results: list[ChunkResult] = []
+        while not self._committed.empty():
+            results += self._committed.get()
+        return results
+
+    def _mark(self, results: list[ChunkResult]) -> None:
+        if not results:
+            return
+        self.ledger.mark_finished(results)
+        self.progress.add(results)
+        self.progress.report()
+
+    def _table(self, table: TableSchema, chunks: list[ChunkState]) -> None:
+        slot = self._slots.get()
+        try:
+            _ensure_bronze(self.spark, self.config, table)
+            batch_size = self.config.snapshot.commit_batch
+            for i in range(0, len(chunks), batch_size):
+                if self._stop.is_set():
+                    return
+                batch = chunks[i : i + batch_size]
+                results = _read_and_commit(self.spark, self.config, self.source, table, batch, slot)
+                self._committed.put(results)
+        finally:
+            self._slots.put(slot)
 
 
 def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:
@@ -231,11 +352,14 @@ def with_resolved_password(source: SourceConfig) -> SourceConfig:
 
 
 def _plan(
-    conn: pymysql.Connection, ledger: Ledger, table: TableSchema, config: Config
-) -> list[ChunkState]:
-    return ledger.record_plan(
-        table.qualified, table.split_column, lambda: plan_table(conn, table, config.snapshot)
-    )
+    conn: pymysql.Connection, ledger: Ledger, tables: list[TableSchema], config: Config
+) -> dict[str, list[ChunkState]]:
+    """Every table's chunks: from the ledger, or planned now and recorded in one commit."""
+
+    def planner(table: TableSchema) -> Callable[[], list[ChunkRange]]:
+        return lambda: plan_table(conn, table, config.snapshot)
+
+    return ledger.record_plans({t.qualified: (t.split_column, planner(t)) for t in tables})
 
 
 def _ensure_bronze(spark: SparkSession, config: Config, table: TableSchema) -> None:
@@ -256,8 +380,10 @@ def read_chunks(
     source: SourceConfig,
     table: TableSchema,
     chunks: list[ChunkState],
+    slot: int = 0,
 ) -> tuple[DataFrame, Accumulator[list[ChunkReport]]]:
-    """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily.
+    """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily; its
+    tasks use the server ids of `slot` (see `ChunkScheduler`).
 
     The rows carry the bronze columns. Run the frame exactly once: each run reads the chunks
     again, at new high watermarks, and adds its reports to the accumulator.
@@ -269,7 +395,8 @@ def read_chunks(
         "chunk_id int, start string, end string",
     )
     reports = spark.sparkContext.accumulator([], _Reports())
-    reader = _ChunkBatchReader(source, table, config.source.server_id_range[0], reports)
+    server_id_base = config.snapshot_server_id(slot * config.snapshot.parallelism)
+    reader = _ChunkBatchReader(source, table, server_id_base, reports)
     return plan_frame.mapInArrow(reader, bronze_schema(table)), reports
 
 
@@ -279,8 +406,9 @@ def _read_and_commit(
     source: SourceConfig,
     table: TableSchema,
     batch: list[ChunkState],
+    slot: int,
 ) -> list[ChunkResult]:
-    rows, reports = read_chunks(spark, config, source, table, batch)
+    rows, reports = read_chunks(spark, config, source, table, batch, slot)
     ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
     try:
         bronze_table(config, table).save(

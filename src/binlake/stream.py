@@ -27,7 +27,7 @@ from binlake.ledger import ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver
-from binlake.sink import BatchSink, batch_end, join_ready_tables
+from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import (
     HEARTBEAT,
     batch_ids,
@@ -190,12 +190,16 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     marks = chunk_marks(applied, chunks, created) if initial else {}
     start = resume or resolved_start(files, config, lambda: start_offset(config, source, marks))
     check_available(source, start, sorted(joined), config.stream.job_name)
-    for table in applied:
-        ensure_silver(spark, config, table, from_bronze=initial, replace=first_start and initial)
-        if not history.entries(table.qualified):  # a lake from before the schema history
-            history.reset(table.qualified, SchemaEntry(start, table))
-    spec = stream_spec(config, source, start, marks)
     by_name = {t.qualified: t for t in tables}
+
+    def prepare(name: str) -> None:
+        table = by_name[name]
+        ensure_silver(spark, config, table, from_bronze=initial, replace=first_start and initial)
+        if not history.entries(name):  # a lake from before the schema history
+            history.reset(name, SchemaEntry(start, table))
+
+    side_by_side(prepare, [t.qualified for t in applied])
+    spec = stream_spec(config, source, start, marks)
     if initial:
         join_ready_tables(spark, config, spec, by_name, start)
     spark.dataSource.register(binlog_source(spec))

@@ -277,7 +277,7 @@ def _batch_end(checkpoint: Path, batch: int) -> tuple[str, int]:
 #: and then to the ledger; the stream appends each table's changelog, then MERGEs silver, then
 #: Spark writes the batch's commit to the checkpoint.
 KILL_POINTS = {
-    "snapshot_after_planning": ("binlake.ledger:Ledger.record_plan", "after", 1),
+    "snapshot_after_planning": ("binlake.ledger:Ledger.record_plans", "after", 1),
     "snapshot_while_reading": ("binlake.snapshot:read_chunks", "during:0.5", 2),
     "snapshot_between_bronze_and_ledger": ("binlake.ledger:Ledger.mark_finished", "before", 2),
     "stream_after_changelog_append": ("binlake.silver:TableApply._append_changelog", "after", 1),

@@ -523,8 +523,8 @@ def test_stream_refuses_to_start_before_snapshot_finished(
     # A recorded plan whose chunks never finished is refused too.
     from binlake.chunks import ChunkRange
 
-    Ledger(spark, config.lake.path("_system", "chunks")).record_plan(
-        f"{config.source.database}.items", "id", lambda: [ChunkRange.all()]
+    Ledger(spark, config.lake.path("_system", "chunks")).record_plans(
+        {f"{config.source.database}.items": ("id", lambda: [ChunkRange.all()])}
     )
     with pytest.raises(SnapshotIncompleteError, match=r"0/1 chunks.*binlake snapshot"):
         jobs.stream(spark, config, available_now=True)

@@ -51,6 +51,35 @@ def test_server_ids_stream_takes_the_last_readers_take_from_the_first() -> None:
     assert [config.snapshot_server_id(i) for i in range(4)] == [100, 101, 102, 103]
 
 
+@pytest.mark.parametrize(
+    ("server_ids", "parallelism", "concurrent_tables", "slots"),
+    [
+        ((5400, 5499), 4, 4, 4),  # the defaults: 99 readers' ids hold 24 slots of 4
+        ((100, 104), 4, 4, 1),  # exactly parallelism + the stream: one table at a time
+        ((100, 108), 4, 4, 2),  # 8 readers' ids: two slots, never a third sharing ids
+        ((100, 107), 4, 4, 1),  # 7 readers' ids: a second slot would reuse the first's
+        ((100, 140), 2, 30, 20),
+    ],
+)
+def test_tables_at_once_never_share_a_server_id(
+    server_ids: tuple[int, int], parallelism: int, concurrent_tables: int, slots: int
+) -> None:
+    config = parse_config(
+        {
+            "source": {"database": "shop", "server_id_range": list(server_ids)},
+            "snapshot": {"parallelism": parallelism, "concurrent_tables": concurrent_tables},
+        }
+    )
+    assert config.table_slots == slots
+    ids = [
+        config.snapshot_server_id(slot * parallelism + task)
+        for slot in range(slots)
+        for task in range(parallelism)
+    ]
+    assert len(set(ids)) == len(ids)
+    assert max(ids) < config.stream_server_id
+
+
 def test_full_design_example_parses() -> None:
     config = parse_config(
         {
