@@ -150,9 +150,10 @@ class SnapshotConfig(_Section):
     #: Chunks of one table read at once (Spark tasks of one job).
     parallelism: Annotated[int, Field(ge=1)] = 4
     #: Tables read and committed at once, each by its own Spark job: many small tables share
-    #: the machine instead of queueing behind each other's Delta commits. Each table in flight
-    #: takes `parallelism` server ids of `source.server_id_range`; fewer tables run at once when
-    #: the range holds fewer.
+    #: the machine instead of queueing behind each other's Delta commits. The source sees up to
+    #: `parallelism × concurrent_tables` chunk reads at once. Each table in flight takes
+    #: `parallelism` server ids of `source.server_id_range`; fewer tables run at once when the
+    #: range holds fewer.
     concurrent_tables: Annotated[int, Field(ge=1)] = 4
     #: Split key per table, required for tables without a primary key: a primary-key column,
     #: or where there is none a NOT NULL column with a single-column UNIQUE index.

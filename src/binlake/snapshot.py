@@ -14,12 +14,13 @@ pass: nothing is staged or read twice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -214,23 +215,28 @@ class ChunkScheduler:
             raise failure
 
     def _mark_until_done(self, running: set[Future[None]]) -> BaseException | None:
+        """Marks committed batches as they arrive (each table thread also wakes this loop when
+        it ends); returns the first failure of a table thread."""
         waiting: list[ChunkResult] = []
         marked_at = time.monotonic()
         failure: BaseException | None = None
         while running:
-            done, running = wait(running, timeout=MARK_EVERY_S, return_when=FIRST_COMPLETED)
+            with contextlib.suppress(queue.Empty):
+                waiting += self._committed.get(timeout=MARK_EVERY_S)
+            waiting += self._drain()
+            ended = {f for f in running if f.done()}
+            running -= ended
             failure = failure or next(
-                (f.exception() for f in done if not f.cancelled() and f.exception()), None
+                (f.exception() for f in ended if not f.cancelled() and f.exception()), None
             )
             if failure is not None:
                 self._stop.set()
-            waiting += self._drain()
             due = time.monotonic() - marked_at >= MARK_EVERY_S
             full = len(waiting) >= self.config.snapshot.commit_batch
             if waiting and (due or full or not running or failure is not None):
                 self._mark(waiting)
                 waiting, marked_at = [], time.monotonic()
-        self._mark(self._drain())
+        self._mark(self._drain())  # put between the last drain and the thread's end
         return failure
 
     def _drain(self) -> list[ChunkResult]:
@@ -249,6 +255,8 @@ class ChunkScheduler:
     def _table(self, table: TableSchema, chunks: list[ChunkState]) -> None:
         slot = self._slots.get()
         try:
+            if self._stop.is_set():
+                return
             _ensure_bronze(self.spark, self.config, table)
             batch_size = self.config.snapshot.commit_batch
             for i in range(0, len(chunks), batch_size):
@@ -259,6 +267,7 @@ class ChunkScheduler:
                 self._committed.put(results)
         finally:
             self._slots.put(slot)
+            self._committed.put([])  # wakes the marking loop: this table's thread has ended
 
 
 def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:
