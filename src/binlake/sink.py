@@ -233,7 +233,7 @@ def join_ready_tables(
         for name in ready
     }
     until = max(position, *(m.max_hw for m in marks.values()))
-    caught_up = _catch_up(spark, config, files, spec, marks, until)
+    caught_up = _catch_up(spark, files, spec, marks, until)
     history = SchemaHistory(spec.history_root, files)
 
     def join(name: str) -> None:
@@ -269,7 +269,6 @@ class _CaughtUp:
 
 def _catch_up(
     spark: SparkSession,
-    config: Config,
     files: LakeFiles,
     spec: StreamSpec,
     marks: dict[str, ChunkMarks],

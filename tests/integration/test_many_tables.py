@@ -58,7 +58,7 @@ class _Calls:
     """Wraps the snapshot's read-and-commit: the most tables in flight at once, and an injected
     failure at one call."""
 
-    def __init__(self, real: Any, fail_at: int | None) -> None:
+    def __init__(self, real: Any, fail_at: int) -> None:
         self.real, self.fail_at = real, fail_at
         self.calls = self.in_flight = self.most_in_flight = 0
         self._lock = threading.Lock()
@@ -93,10 +93,11 @@ def test_many_small_tables_snapshot_side_by_side_under_racing_writes_and_resume(
     mark_finished = Ledger.mark_finished
 
     def counted(self: Ledger, results: Any) -> None:
-        marks.append(len(list(results)))
+        results = list(results)
+        marks.append(len(results))
         mark_finished(self, results)
 
-    monkeypatch.setattr(Ledger, "mark_finished", lambda self, r: counted(self, list(r)))
+    monkeypatch.setattr(Ledger, "mark_finished", counted)
     writers = Writers(db_env, database, _writer, threads=3, max_ops=8_000, pause_s=0.01)
     read_and_commit = snapshot._read_and_commit
     with writers:
