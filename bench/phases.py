@@ -33,7 +33,6 @@ SNAPSHOT_PHASES = {
     "schema_history": "binlake.schema_history:SchemaHistory.reset",
     "scheduler": "binlake.snapshot:ChunkScheduler.run",
     "scheduler.table": "binlake.snapshot:ChunkScheduler._table",
-    "scheduler.table.bronze_create": "binlake.snapshot:_ensure_bronze",
     "scheduler.table.read_commit": "binlake.snapshot:_read_and_commit",
     "scheduler.ledger_mark_finished": "binlake.ledger:Ledger.mark_finished",
 }

@@ -145,13 +145,18 @@ class TableApply:
         self.columns = columns
 
     def __call__(self, changes: DataFrame, app: str, version: int) -> int:
-        typed = typed_changes(changes, self.columns)
-        summary = self._summary(typed)
-        if not summary["count"]:
-            return 0
-        self._append_changelog(typed, app, version)
-        self._merge(typed, summary)
-        return int(summary["count"])
+        # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
+        # JSON images is most of what reading it costs.
+        typed = typed_changes(changes, self.columns).persist()
+        try:
+            summary = self._summary(typed)
+            if not summary["count"]:
+                return 0
+            self._append_changelog(typed, app, version)
+            self._merge(typed, summary)
+            return int(summary["count"])
+        finally:
+            typed.unpersist()
 
     def _key_type(self, key: str) -> T.DataType:
         return self.columns[key].dataType

@@ -257,7 +257,6 @@ class ChunkScheduler:
         try:
             if self._stop.is_set():
                 return
-            _ensure_bronze(self.spark, self.config, table)
             batch_size = self.config.snapshot.commit_batch
             for i in range(0, len(chunks), batch_size):
                 if self._stop.is_set():
@@ -371,18 +370,6 @@ def _plan(
     return ledger.record_plans({t.qualified: (t.split_column, planner(t)) for t in tables})
 
 
-def _ensure_bronze(spark: SparkSession, config: Config, table: TableSchema) -> None:
-    """An empty bronze table unless there is one. Not `DeltaTable.createIfNotExists().location()`:
-    it names the table as SQL text, `delta.`<path>``, without escaping a backtick in the path
-    (a database or table name holding one)."""
-    bronze_table(config, table).save(
-        spark.createDataFrame([], bronze_schema(table))
-        .write.format("delta")
-        .mode("ignore")
-        .options(**column_mapping(table.column_names))
-    )
-
-
 def read_chunks(
     spark: SparkSession,
     config: Config,
@@ -418,13 +405,19 @@ def _read_and_commit(
     slot: int,
 ) -> list[ChunkResult]:
     rows, reports = read_chunks(spark, config, source, table, batch, slot)
-    ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
+    bronze = bronze_table(config, table)
+    writer = rows.write.format("delta")
+    if bronze.exists(spark):
+        ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
+        writer = writer.mode("overwrite").option("replaceWhere", f"_chunk_id IN ({ids})")
+    else:
+        # The table's first commit creates it, holding its first batch: an empty table first
+        # would cost a second Delta commit per table, which dominates small tables. Nothing of
+        # this table has committed yet (one thread writes a table), and `errorifexists` refuses
+        # to replace one that appeared meanwhile.
+        writer = writer.mode("errorifexists").options(**column_mapping(table.column_names))
     try:
-        bronze_table(config, table).save(
-            rows.write.format("delta")
-            .mode("overwrite")
-            .option("replaceWhere", f"_chunk_id IN ({ids})")
-        )
+        bronze.save(writer)
     except Exception as failure:  # a chunk read's own error, raised in a Spark task
         raise carried_by(failure) or failure from None
     return chunk_results(table, batch, reports.value)
