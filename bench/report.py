@@ -249,8 +249,8 @@ def _many_tables(mt: dict[str, Any]) -> list[str]:
         f"| many / one | {_fmt(mt['snapshot_vs_single'], 2)} |",
         *_floor_row(
             mt, "bronze_floor_s", "snapshot_vs_bronze_floor",
-            f"floor: the same rows copied from bronze into {mt['tables']} new Delta tables by "
-            "Spark alone, as many at once as the snapshot",
+            f"floor: the same rows, held in memory, written into {mt['tables']} new Delta "
+            "tables by Spark alone, as many at once as the snapshot",
         ),
         f"| silver created from bronze (first available-now run) | {mt['silver_init_s']} s |",
         f"| catch-up: {mt['catchup_changes']} updates in {mt['catchup_tables']} tables "
