@@ -65,6 +65,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"{_fmt(st.get('latency_p50_s'), 2)} s / {_fmt(st.get('latency_p95_s'), 2)} s |",
         f"| latency seen by polling silver p50 / p95 | {_fmt(st.get('latency_polled_p50_s'), 2)} s"
         f" / {_fmt(st.get('latency_polled_p95_s'), 2)} s |",
+        *_apply_split(st.get("latency_phases") or {}, "a latency batch's split, mean", "mean_s"),
         f"| binlog row images decoded/s: python-mysql-replication / binlake "
         f"| {_fmt(st.get('decode', {}).get('library_images_s'))} / "
         f"{_fmt(st.get('decode', {}).get('binlake_images_s'))} "
@@ -217,12 +218,13 @@ def _merge_floor(st: dict[str, Any]) -> list[str]:
         f"{_fmt(st['merge_floor_changes_s'])} changes/s ({f['merge_s']} s; result matches "
         f"silver: {f['matches_silver']}) |",
         f"| binlake / merge floor | {_fmt(st['changes_vs_merge_floor'], 3)} |",
-        *_apply_split(st.get("catch_up_phases") or {}),
+        *_apply_split(st.get("catch_up_phases") or {}, "binlake's catch-up split", "s"),
     ]
 
 
-def _apply_split(phases: dict[str, Any]) -> list[str]:
-    """binlake's own catch-up, split as `bench.phases` timed it (the burst is one table)."""
+def _apply_split(phases: dict[str, Any], label: str, figure: str) -> list[str]:
+    """binlake's batches of one table, split as `bench.phases` timed them: `figure` is "s"
+    (the sum over the run's batches) or "mean_s" (per batch)."""
     parts = [
         ("batch", "sink batch"),
         ("batch.table.summary", "summary"),
@@ -231,8 +233,8 @@ def _apply_split(phases: dict[str, Any]) -> list[str]:
     ]
     if any(k not in phases or phases[k].get("missing") for k, _ in parts):
         return []
-    text = ", ".join(f"{label} {phases[k]['s']} s" for k, label in parts)
-    return [f"| binlake's catch-up split | {text} |"]
+    text = ", ".join(f"{part} {phases[k][figure]} s" for k, part in parts)
+    return [f"| {label} | {text} |"]
 
 
 def _many_tables(mt: dict[str, Any]) -> list[str]:

@@ -579,8 +579,10 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         except BaseException as exc:
             failure.append(exc)
 
+    from bench.phases import STREAM_PHASES, PhaseTimer
+
     thread = threading.Thread(target=run, name="bench-stream", daemon=True)
-    with monitor.phase("latency"):
+    with monitor.phase("latency"), PhaseTimer(STREAM_PHASES) as timer:
         thread.start()
         deadline = time.monotonic() + 120
         while not spark.streams.active and time.monotonic() < deadline and not failure:
@@ -656,7 +658,16 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         "latency_markers": len(committed),
         "latency_markers_missing": missing,
         "trigger_interval": config.stream.trigger_interval,
+        "latency_phases": timer.result(),
     }
+    say(
+        "latency: a batch's steps, mean s per call: "
+        + ", ".join(
+            f"{name} {p['mean_s']}"
+            for name, p in result["latency_phases"].items()
+            if name.startswith("batch") and p.get("mean_s") is not None
+        )
+    )
     say(
         f"latency: p50 {result['latency_p50_s']} s, p95 {result['latency_p95_s']} s "
         f"(polled p50 {result['latency_polled_p50_s']} s), {missing} markers missing"

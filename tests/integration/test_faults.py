@@ -274,8 +274,9 @@ def _batch_end(checkpoint: Path, batch: int) -> tuple[str, int]:
 # The driver killed at each point of the snapshot and of the stream, then rerun
 
 #: Where the process dies: (function, when, which call). The snapshot commits chunks to bronze
-#: and then to the ledger; the stream appends each table's changelog, then MERGEs silver, then
-#: Spark writes the batch's commit to the checkpoint.
+#: and then to the ledger; the stream MERGEs each table's silver, then appends its changelog
+#: (a small batch; a large one does both at once), then Spark writes the batch's commit to the
+#: checkpoint.
 KILL_POINTS = {
     "snapshot_after_planning": ("binlake.ledger:Ledger.record_plans", "after", 1),
     "snapshot_while_reading": ("binlake.snapshot:read_chunks", "during:0.5", 2),

@@ -18,6 +18,7 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from binlake import silver
 from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
 from binlake.config import Config, parse_config
 from binlake.offsets import BinlogOffset, position_token
@@ -107,9 +108,13 @@ def test_a_batch_lands_each_keys_last_change_by_binlog_position(
     assert_df_equality(_silver(spark, config, ITEMS), expected, ignore_row_order=True)
 
 
+@pytest.mark.parametrize("side_by_side", [False, True], ids=["in-turn", "side-by-side"])
 def test_a_replayed_batch_changes_nothing_and_logs_nothing_twice(
-    spark: SparkSession, config: Config
+    spark: SparkSession, config: Config, monkeypatch: pytest.MonkeyPatch, side_by_side: bool
 ) -> None:
+    """Both ways of applying a batch: a small one MERGEs then appends its changelog, a large one
+    (here: any, by the threshold) does both at once."""
+    monkeypatch.setattr(silver, "SIDE_BY_SIDE_CHANGES", 1 if side_by_side else 1_000_000)
     ensure_silver(spark, config, ITEMS, from_bronze=False)
     first: list[Change] = [("insert", 100, None, (1, "a", 1)), ("insert", 110, None, (2, "b", 2))]
     second: list[Change] = [
