@@ -53,3 +53,20 @@ def test_nulls_stay_null_and_a_missing_image_is_none() -> None:
     encode = ImageEncoder(_table())
     assert json.loads(encode((1, None, None, None, None, None, None, None)) or "")["blob"] is None
     assert encode(None) is None
+
+
+def test_floats_and_integers_round_trip_bit_exact() -> None:
+    """The images' numbers parse back to the very same value: shortest round-trip floats
+    (subnormals, extremes, negative zero, a FLOAT widened to double) and 64-bit integers."""
+    columns = (
+        Column("id", "bigint", "bigint(20)", False),
+        Column("n", "bigint", "bigint(20)", True),
+        Column("x", "double", "double", True),
+    )
+    encode = ImageEncoder(TableSchema("db", "t", columns, ("id",), "id"))
+    floats = [5e-324, 1.7976931348623157e308, -0.0, 1e16, 0.1 + 0.2, 3.4028234663852886e38,
+              0.10000000149011612, 2.0**53 + 2]  # fmt: skip
+    for i, value in enumerate(floats):
+        back = json.loads(encode((i, -(2**63), value)) or "")
+        assert back["x"] == value and str(back["x"]) == str(value)
+        assert back["n"] == -(2**63)
