@@ -157,11 +157,12 @@ class TableApply:
         typed = typed_changes(changes, self.columns).persist()
         try:
             summary = self._summary(typed)
-            if not summary["count"]:
+            count = int(summary["count"])
+            if not count:
                 return 0
             # Each is idempotent on its own, so a crash between them, or during either, is
             # replayed exactly whatever the order.
-            if summary["count"] < SIDE_BY_SIDE_CHANGES:
+            if count < SIDE_BY_SIDE_CHANGES:
                 self._merge(typed, summary)  # first: a small batch's latency is silver's commit
                 self._append_changelog(typed, app, version)
             else:
@@ -169,7 +170,7 @@ class TableApply:
                     changelog = pool.submit(self._append_changelog, typed, app, version)
                     self._merge(typed, summary)
                     changelog.result()
-            return int(summary["count"])
+            return count
         finally:
             typed.unpersist()
 
