@@ -163,6 +163,14 @@ class Ledger:
         )
 
 
+def snapshot_rows(chunks: Iterable[ChunkState], table: str) -> int | None:
+    """The rows `table`'s finished snapshot landed in bronze (None if a chunk has no count)."""
+    counts = [c.rows for c in chunks if c.table == table]
+    if not counts or any(n is None for n in counts):
+        return None
+    return sum(n for n in counts if n is not None)
+
+
 def _check_split_column(table: str, planned: str, configured: str) -> None:
     if planned != configured:
         raise LedgerError(

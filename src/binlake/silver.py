@@ -63,6 +63,7 @@ def ensure_silver(
     table: TableSchema,
     from_bronze: bool,
     replace: bool = False,
+    bronze_rows: int | None = None,
 ) -> None:
     """Create silver once, in one commit (two for names that need column mapping): from
     bronze (rows at their chunk's HW) or empty.
@@ -71,7 +72,9 @@ def ensure_silver(
     disjoint key range: a MERGE of a few changed keys then reads and touches only their files
     (Delta skips the others by their key statistics) instead of the whole table. Deletion
     vectors keep that layout: a MERGE marks a file's changed rows deleted instead of rewriting
-    the file, so only the changed rows are written anew.
+    the file, so only the changed rows are written anew. A bronze known to fit one file
+    (`bronze_rows`, from the ledger) is sorted in one task instead: range partitioning would
+    cost a sampling job and a shuffle, and split a small table into several tiny files.
     """
     silver = silver_table(config, table)
     exists = silver.exists(spark)
@@ -81,14 +84,14 @@ def ensure_silver(
     if from_bronze:
         bronze = bronze_table(config, table).read(spark)
         key = [F.col(column_name(k)) for k in table.key]
-        initial = (
-            bronze.select(
-                *[F.col(column_name(c)) for c in columns],
-                offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
-            )
-            .repartitionByRange(*key)
-            .sortWithinPartitions(*key)
+        rows = bronze.select(
+            *[F.col(column_name(c)) for c in columns],
+            offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
         )
+        one_file = bronze_rows is not None and bronze_rows <= SILVER_FILE_ROWS
+        initial = (
+            rows.coalesce(1) if one_file else rows.repartitionByRange(*key)
+        ).sortWithinPartitions(*key)
     else:
         schema = T.StructType(
             [*spark_schema(table).fields, T.StructField(OFFSET_COLUMN, T.StringType())]

@@ -28,7 +28,7 @@ from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
 from binlake.errors import BinlakeError
 from binlake.lake_files import HadoopFiles, LakeFiles, join
-from binlake.ledger import ChunkState, Ledger
+from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import TableApply, data_columns, ensure_silver, silver_table, timed
@@ -237,7 +237,8 @@ def join_ready_tables(
     history = SchemaHistory(spec.history_root, files)
 
     def join(name: str) -> None:
-        ensure_silver(spark, config, tables[name], from_bronze=True, replace=True)
+        rows = snapshot_rows(chunks, name)
+        ensure_silver(spark, config, tables[name], from_bronze=True, replace=True, bronze_rows=rows)
         own = [d for d in caught_up.ddl if d.table == name]
         app = f"binlake-{config.stream.job_name}-join-{name}"
         apply_table_changes(

@@ -23,7 +23,7 @@ from binlake.config import Config, SourceConfig
 from binlake.errors import SnapshotIncompleteError, carried_by
 from binlake.lake import create_schemas
 from binlake.lake_files import HadoopFiles, LakeFiles, join
-from binlake.ledger import ChunkState, Ledger
+from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver
@@ -194,7 +194,10 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
 
     def prepare(name: str) -> None:
         table = by_name[name]
-        ensure_silver(spark, config, table, from_bronze=initial, replace=first_start and initial)
+        ensure_silver(
+            spark, config, table, from_bronze=initial, replace=first_start and initial,
+            bronze_rows=snapshot_rows(chunks, name),
+        )  # fmt: skip
         if not history.entries(name):  # a lake from before the schema history
             history.reset(name, SchemaEntry(start, table))
 

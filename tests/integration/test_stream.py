@@ -509,6 +509,22 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     assert_silver_equals_source(spark, db_env, config, "items")
 
 
+def test_small_table_silver_starts_as_one_file_in_key_order(
+    spark: Any, db_env: dict[str, str], sql: Any, configure: Any
+) -> None:
+    """A bronze the ledger counts within one silver file is sorted in one task: one file in key
+    order, not one per shuffle partition (which range partitioning makes of a small table)."""
+    sql(DDL["items"])
+    with_cursor(sql, lambda cur: seed_items(cur, random.Random(5), 1200))
+    config = configure(source={"tables": ["items"]})
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    (single,) = DeltaTable.forPath(spark, _silver(config, "items")).toDF().inputFiles()
+    ids = [r["id"] for r in spark.read.parquet(single).select("id").collect()]
+    assert ids == sorted(ids) and len(ids) == 1200
+    assert_silver_equals_source(spark, db_env, config, "items")
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. Startup modes and table selection
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from binlake.chunks import ChunkRange
-from binlake.ledger import ChunkState
+from binlake.ledger import ChunkState, snapshot_rows
 from binlake.offsets import BinlogOffset
 from binlake.snapshot import chunk_results
 from binlake.source import Column, TableSchema
@@ -33,3 +33,14 @@ def test_reports_become_ledger_results() -> None:
 def test_missing_duplicate_or_foreign_reports_are_refused(reports: list) -> None:
     with pytest.raises(RuntimeError, match="will be read again"):
         chunk_results(TABLE, BATCH, reports)
+
+
+def test_snapshot_rows_counts_one_table_and_only_when_every_chunk_counted() -> None:
+    def chunk(table: str, chunk_id: int, rows: int | None) -> ChunkState:
+        return ChunkState(table, chunk_id, "id", ChunkRange.all(), "finished", rows=rows)
+
+    chunks = [chunk("d.a", 0, 3), chunk("d.a", 1, 0), chunk("d.b", 0, 50)]
+    assert snapshot_rows(chunks, "d.a") == 3
+    assert snapshot_rows(chunks, "d.b") == 50
+    assert snapshot_rows([*chunks, chunk("d.a", 2, None)], "d.a") is None
+    assert snapshot_rows(chunks, "d.missing") is None
