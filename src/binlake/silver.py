@@ -73,8 +73,8 @@ def ensure_silver(
     (Delta skips the others by their key statistics) instead of the whole table. Deletion
     vectors keep that layout: a MERGE marks a file's changed rows deleted instead of rewriting
     the file, so only the changed rows are written anew. A bronze known to fit one file
-    (`bronze_rows`, from the ledger) is sorted in one task instead: range partitioning would
-    cost a sampling job and a shuffle, and split a small table into several tiny files.
+    (`bronze_rows`, from the ledger) is sorted in one task instead: the same layout, without
+    range partitioning's sampling job and shuffle.
     """
     silver = silver_table(config, table)
     exists = silver.exists(spark)
