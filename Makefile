@@ -12,7 +12,7 @@ DB_ENV = eval "$$(scripts/db.sh env)"
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: $(VENV)/.installed .cache/.delta-jars /usr/sbin/mariadbd ## Virtualenv, MariaDB server, Delta jars
+setup: $(VENV)/.installed .cache/.delta-jars /usr/sbin/mariadbd /usr/bin/pt-online-schema-change ## Virtualenv, MariaDB server, Percona Toolkit (tests), Delta jars
 
 $(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 	python3 -m venv $(VENV)
@@ -24,6 +24,11 @@ $(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-client \
 		libmariadb-dev pkg-config >/dev/null
+
+# The tests run the real pt-online-schema-change, the usual way a large table is altered.
+/usr/bin/pt-online-schema-change:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq percona-toolkit >/dev/null
 
 .cache/.delta-jars: $(VENV)/.installed
 	$(PY) -m binlake.spark  # resolves Delta's jars from Maven Central into .cache/ivy

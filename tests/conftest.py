@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from integration.items import Racer
 from integration.replay import connect
 from integration.servers import PrivateServer, private_server
 
@@ -127,3 +128,9 @@ def make_private_config(tmp_path: Path) -> Callable[..., Any]:
         return _config(source, tmp_path / "lake", sections)
 
     return build
+
+
+@pytest.fixture
+def racer(db_env: dict[str, str], database: str) -> Callable[..., Racer]:
+    """A writer racing the stream on a table of the test's database: `with racer("items"): ...`."""
+    return lambda table="items": Racer(db_env, database, table)

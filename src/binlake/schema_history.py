@@ -27,6 +27,7 @@ from binlake.ddl import Ddl, TableRef, parse_ddl
 from binlake.errors import SourceError
 from binlake.lake_files import LakeFiles, join
 from binlake.offsets import BinlogOffset
+from binlake.shadow_tables import is_shadow_of
 from binlake.source import TableSchema, captured_by
 
 log = logging.getLogger(__name__)
@@ -34,23 +35,30 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SchemaEntry:
-    """A table's schema from `offset` on (None: the table does not exist from there on)."""
+    """A table's schema from `offset` on (None: the table does not exist from there on).
+
+    `parked` is the schema of a table renamed to its own shadow name (an online schema-change
+    tool's two-step cut-over): gone for now, and the layout a shadow renamed onto its name
+    changes from (see `shadow_tables`)."""
 
     offset: BinlogOffset
     schema: TableSchema | None
     statement: str = ""  # the DDL that set it; "" for the schema a snapshot read
+    parked: TableSchema | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "offset": self.offset.to_dict(),
             "schema": self.schema.to_json() if self.schema else None,
             "statement": self.statement,
+            "parked": self.parked.to_json() if self.parked else None,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SchemaEntry:
         schema = TableSchema.from_json(data["schema"]) if data["schema"] else None
-        return cls(BinlogOffset.from_dict(data["offset"]), schema, data["statement"])
+        parked = TableSchema.from_json(data["parked"]) if data.get("parked") else None
+        return cls(BinlogOffset.from_dict(data["offset"]), schema, data["statement"], parked)
 
 
 class SchemaHistory:
@@ -128,8 +136,11 @@ class SchemaChange:
     offset: BinlogOffset
     statement: str
     before: TableSchema | None  # None: the table was not captured before (created, renamed in)
-    after: TableSchema | None  # None: the table is gone (dropped, renamed away)
-    kind: str  # the statement's kind: alter, create, drop, truncate, rename
+    after: TableSchema | None  # None: the table is gone (dropped, renamed away, parked)
+    # The statement's kind (alter, create, drop, truncate, rename), or for an online schema-change
+    # tool's cut-over: park (the table renamed to its shadow name) and swap (a shadow renamed
+    # onto the table: an ALTER of it).
+    kind: str
 
 
 #: (database, table) → the table's schema read from the server now (None: it does not exist).
@@ -174,23 +185,26 @@ class SchemaTracker:
         for name, kind in self._affected(ddl, default_database):
             table = f"{self.database}.{name}"
             entry = self.entries.get(table)
-            if not self._follows(name, kind, entry, offset):
+            if entry is not None and offset <= entry.offset:
+                continue  # the entry was read after this statement: it is reflected already
+            before = _before(kind, entry)
+            if kind == "swap" and before is None:
+                kind = "rename"  # a shadow onto a table binlake did not hold: rows it lacks
+            if not self._follows(name, kind, before):
                 continue
             after = self._schema_after(table, name, kind, offset)
-            before = entry.schema if entry else None
             if before is None and after is None:
                 continue
-            self.entries[table] = SchemaEntry(offset, after, statement)
+            parked = before if kind == "park" else None
+            self.entries[table] = SchemaEntry(offset, after, statement, parked)
             yield SchemaChange(table, offset, statement, before, after, kind)
 
-    def _follows(
-        self, name: str, kind: str, entry: SchemaEntry | None, offset: BinlogOffset
-    ) -> bool:
-        """A DDL concerns a captured table after its entry, or brings in a table (created or
-        renamed to a name) that `source.tables` matches."""
+    def _follows(self, name: str, kind: str, before: TableSchema | None) -> bool:
+        """A DDL concerns a captured table, or brings in a table (created or renamed to a name)
+        that `source.tables` matches."""
         if kind in ("create", "rename"):
-            return captured_by(name, self.patterns) and (entry is None or offset > entry.offset)
-        return entry is not None and offset > entry.offset
+            return captured_by(name, self.patterns)
+        return before is not None
 
     def _affected(self, ddl: Ddl, default_database: str) -> Iterator[tuple[str, str]]:
         """(table name, kind) for each table of the captured database the statement touches."""
@@ -202,16 +216,12 @@ class SchemaTracker:
         for ref in ddl.tables:
             if (name := mine(ref)) is not None:
                 yield name, ddl.kind
-        for old, new in ddl.renames:
-            if (name := mine(old)) is not None:
-                yield name, "drop"
-            if (name := mine(new)) is not None:
-                yield name, "rename"
+        yield from _moves([(mine(old), mine(new)) for old, new in ddl.renames])
 
     def _schema_after(
         self, table: str, name: str, kind: str, offset: BinlogOffset
     ) -> TableSchema | None:
-        if kind == "drop":
+        if kind in ("drop", "park"):
             return None
         recorded = self._recorded(table, offset)
         if recorded is not None and recorded.offset == offset:
@@ -220,3 +230,35 @@ class SchemaTracker:
             return self._read_schema(self.database, name)
         except SourceError as exc:
             raise SourceError(f"{table} changed at {offset}, uncapturable: {exc}") from None
+
+
+def _before(kind: str, entry: SchemaEntry | None) -> TableSchema | None:
+    """The layout a change starts from: none for a name another table's rows now hold; a
+    parked table's layout for the shadow that takes its name back."""
+    if entry is None or kind == "rename":
+        return None
+    if kind == "swap":
+        return entry.schema or entry.parked
+    return entry.schema
+
+
+def _moves(renames: list[tuple[str | None, str | None]]) -> Iterator[tuple[str, str]]:
+    """(name, kind) of one statement's table renames by their net effect, with None for a name
+    in another database. A statement may rename a table several times (`a TO tmp, b TO a, tmp TO
+    b`): what counts is which table each name holds when it ends. A name left empty is a "drop",
+    or a "park" when its table went to its own shadow name; a name holding another table is a
+    "rename", or a "swap" when that table is its shadow (see `shadow_tables`)."""
+    holds: dict[str, str | None] = {}  # a name -> the name its table had before the statement
+    went: dict[str, str | None] = {}  # a table's name before the statement -> its name after
+    for old, new in renames:
+        origin = holds.pop(old, old) if old is not None else None
+        if origin is not None:
+            went[origin] = new
+        if new is not None:
+            holds[new] = origin
+    for origin, name in went.items():
+        if origin not in holds:
+            yield origin, "park" if name is not None and is_shadow_of(name, origin) else "drop"
+    for name, origin in holds.items():
+        if origin != name:
+            yield name, "swap" if origin is not None and is_shadow_of(origin, name) else "rename"

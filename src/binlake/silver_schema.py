@@ -55,6 +55,12 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
     if change.kind == "truncate" and change.after is not None:
         silver_table(config, change.after).delta(spark).delete()
         log.info("%s truncated %s: silver emptied", change.table, change.where())
+    elif change.kind == "park":
+        log.info(
+            "%s renamed to its shadow name %s (an online schema-change tool's cut-over): silver "
+            "waits for the table that takes the name back",
+            change.table, change.where(),
+        )  # fmt: skip
     elif change.after is None:
         log.warning(
             "%s is gone %s: binlake stops capturing it; its silver table is kept",
@@ -96,7 +102,8 @@ def _alter(
     silver = silver_table(config, after)
     for column_change in changes:
         _apply_column_change(spark, config, silver, after, column_change)
-    log.info("%s changed %s: silver applied %s", change.table, change.where(), described)
+    how = " (an online schema-change tool's cut-over)" if change.kind == "swap" else ""
+    log.info("%s changed %s%s: silver applied %s", change.table, change.where(), how, described)
 
 
 def _apply_column_change(

@@ -168,7 +168,9 @@ def _apply_ddl(
 ) -> None:
     apply_schema_change(spark, config, change)
     if change.kind != "truncate":
-        history.record(change.table, SchemaEntry(change.offset, change.after, change.statement))
+        parked = change.before if change.kind == "park" else None
+        entry = SchemaEntry(change.offset, change.after, change.statement, parked)
+        history.record(change.table, entry)
     if change.before is None and change.after is not None:
         tables = joined.read()
         tables.setdefault(change.table, None)

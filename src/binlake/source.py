@@ -24,6 +24,7 @@ from binlake.config import Config, SourceConfig, TlsMode
 from binlake.errors import ConfigError, SourceConnectionError, SourceError
 from binlake.offsets import BinlogOffset
 from binlake.reconnect import reconnecting
+from binlake.shadow_tables import is_shadow_name
 
 log = logging.getLogger(__name__)
 
@@ -534,7 +535,7 @@ def _table_names(conn: pymysql.Connection, database: str) -> list[str]:
 def select_tables(available: list[str], patterns: list[str] | None, database: str) -> list[str]:
     """Resolve `source.tables` (names or fully-matched regexes) against the existing tables."""
     if patterns is None:
-        return list(available)
+        return [t for t in available if captured_by(t, None)]
     chosen: list[str] = []
     for pattern in patterns:
         matched = [t for t in available if _matches(t, pattern)]
@@ -549,8 +550,12 @@ def select_tables(available: list[str], patterns: list[str] | None, database: st
 
 
 def _matches(table: str, pattern: str) -> bool:
+    """An exact name, or a regex matching the whole name; an online schema-change tool's shadow
+    table (`_t_new`, `_t_gho`, ...) only by its exact name: its rows are the tool's copy."""
     if table == pattern:
         return True
+    if is_shadow_name(table):
+        return False
     try:
         return re.fullmatch(pattern, table) is not None
     except re.error:
@@ -559,7 +564,9 @@ def _matches(table: str, pattern: str) -> bool:
 
 def captured_by(table: str, patterns: list[str] | None) -> bool:
     """Whether `source.tables` captures a table of this name (e.g. one created later)."""
-    return patterns is None or any(_matches(table, p) for p in patterns)
+    if patterns is None:
+        return not is_shadow_name(table)
+    return any(_matches(table, p) for p in patterns)
 
 
 def load_schema(

@@ -19,14 +19,14 @@ import pytest
 from binlake import jobs
 from binlake.lake_files import ArrowFiles, HadoopFiles, join
 
-from .replay import Writers, connect
-from .test_faults import KILL_SNAPSHOT, run_killed, write_config
-from .test_schema_changes import (
+from .items import (
     Racer,
-    _seed,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    seed_items,
 )
+from .replay import Writers, connect
+from .test_faults import KILL_SNAPSHOT, run_killed, write_config
 from .test_stream import assert_silver_equals_source
 from .workload import Workload, create_tables, seed
 
@@ -138,7 +138,7 @@ def test_file_uri_lake_root_resumes_exactly_once_after_kills(
     bronze commit and its ledger commit and rerun, then the stream killed after its MERGE and
     before Spark's checkpoint commit and rerun; silver equals the source with each change
     once."""
-    _seed(sql, 600)
+    seed_items(sql, 600)
     config = make_config(snapshot=KILL_SNAPSHOT, lake={"root": (tmp_path / "lake").as_uri()})
     assert config.lake.root.startswith("file:///")
     config_file = write_config(config, tmp_path / "binlake.yml")

@@ -26,14 +26,15 @@ import yaml
 from binlake import jobs
 from binlake.snapshot import run_snapshot
 
-from .replay import connect, subprocess_env
-from .servers import PrivateServer
-from .test_schema_changes import (
+from .items import (
     ITEMS,
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    seed_items,
 )
+from .replay import connect, subprocess_env
+from .servers import PrivateServer
 
 pytestmark = pytest.mark.integration
 
@@ -298,9 +299,7 @@ def test_driver_killed_at_each_point_reruns_exactly(
 ) -> None:  # fmt: skip
     """A `binlake` process killed at `point` while a writer races it; the rerun (and a stream
     after the writer stops) lands silver equal to the source with each change once."""
-    from .test_schema_changes import _seed
-
-    _seed(sql, 600)
+    seed_items(sql, 600)
     config = make_config(snapshot=KILL_SNAPSHOT)
     config_file = write_config(config, tmp_path / "binlake.yml")
     with Racer(db_env, database):

@@ -12,8 +12,8 @@ import pytest
 
 from binlake import jobs
 
+from .items import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .replay import connect
-from .test_schema_changes import assert_changelog_holds_each_change_once, assert_silver_is_source
 
 pytestmark = pytest.mark.integration
 

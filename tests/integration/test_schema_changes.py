@@ -4,136 +4,27 @@ compared with the source (chispa) after each stream run."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import random
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
-from chispa import assert_df_equality
-from pyspark.sql import types as T
 
 from binlake import jobs
 from binlake.errors import SchemaChangeError
-from binlake.lake import lake_table
 
-from .replay import connect
+from .items import (
+    ITEMS,
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+    seed_items,
+    source_columns,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-
-ITEMS = (
-    "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, qty INT NOT NULL, "
-    "price DECIMAL(10,2) NOT NULL, note VARCHAR(10) NULL)"
-)
-_SPARK_TYPES = {
-    "int": T.IntegerType(),
-    "bigint": T.LongType(),
-    "varchar": T.StringType(),
-    "longtext": T.StringType(),
-    "longblob": T.BinaryType(),
-    "decimal": None,  # from the column's precision and scale
-}
-
-
-def _seed(sql: Any, rows: int, copy: str | None = None) -> None:
-    """`items` with `rows` rows (and a second table `copy` holding the same rows)."""
-    sql(ITEMS)
-    values = ", ".join(
-        f"({i}, 'item{i}', {i % 17}, {i}.25, {'NULL' if i % 5 else repr(f'n{i}')})"
-        for i in range(1, rows + 1)
-    )
-    sql(f"INSERT INTO items VALUES {values}")
-    if copy is not None:
-        sql(ITEMS.replace("items", copy))
-        sql(f"INSERT INTO `{copy}` SELECT * FROM items")
-
-
-class Racer:
-    """A writer racing the stream: updates and deletes of existing rows, inserts of new ones,
-    using only `id` and `qty` (which every step keeps). Errors from a DDL in flight are
-    ignored: a failed statement changed nothing."""
-
-    def __init__(self, db_env: dict[str, str], database: str, table: str = "items") -> None:
-        self.db_env, self.database, self.table = db_env, database, table
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.rng = random.Random(7)
-        self.next_id = 10_000
-
-    def _statement(self) -> tuple[str, tuple[Any, ...]]:
-        roll = self.rng.random()
-        key = self.rng.randint(1, 400)
-        if roll < 0.6:
-            return f"UPDATE `{self.table}` SET qty = qty + 1 WHERE id = %s", (key,)
-        if roll < 0.8:
-            return f"DELETE FROM `{self.table}` WHERE id = %s", (key,)
-        self.next_id += 1
-        return (
-            f"INSERT INTO `{self.table}` (id, name, qty, price) VALUES (%s, 'racer', 1, 1.50)",
-            (self.next_id,),
-        )
-
-    def _run(self) -> None:
-        with connect(self.db_env, self.database) as conn, conn.cursor() as cur:
-            while not self.stop.is_set():
-                statement, args = self._statement()
-                # A DDL in flight may fail the statement, which then changed nothing.
-                with contextlib.suppress(pymysql.MySQLError):
-                    cur.execute(statement, args)
-                self.stop.wait(0.01)
-
-    def __enter__(self) -> Racer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-
-
-@pytest.fixture
-def racer(db_env: dict[str, str], database: str) -> Callable[..., Racer]:
-    return lambda table="items": Racer(db_env, database, table)
-
-
-def _source_columns(sql: Any, table: str) -> list[tuple[str, T.DataType]]:
-    columns = []
-    for name, kind, precision, scale in sql(
-        "SELECT column_name, data_type, numeric_precision, numeric_scale "
-        "FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = %s "
-        "ORDER BY ordinal_position",
-        (table,),
-    ):
-        spark = _SPARK_TYPES[kind] or T.DecimalType(precision, scale)
-        columns.append((name, spark))
-    return columns
-
-
-def assert_silver_is_source(spark: Any, sql: Any, config: Any, table: str) -> list[str]:
-    """Silver's rows, projected on the source's columns, equal the source's; returns silver's
-    column names."""
-    columns = _source_columns(sql, table)
-    names = [n for n, _ in columns]
-    schema = T.StructType([T.StructField(n, t, True) for n, t in columns])
-    quoted = ", ".join(f"`{n}`" for n in names)
-    expected = spark.createDataFrame(sql(f"SELECT {quoted} FROM `{table}`"), schema)
-    silver = lake_table(config.lake, "silver", config.source.database, table).read(spark)
-    actual = silver.select(*[silver[f"`{n}`"].cast(t).alias(n) for n, t in columns])
-    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
-    return [f.name for f in silver.schema.fields]
-
-
-def assert_changelog_holds_each_change_once(spark: Any, config: Any, table: str) -> None:
-    """A change is its offset and operation: a key-changing update is a delete and an insert
-    at one offset."""
-    name = f"{table}__changelog"
-    changelog = lake_table(config.lake, "bronze", config.source.database, name).read(spark)
-    assert changelog.count() == changelog.select("_binlake_offset", "_op").distinct().count()
 
 
 def _stream(spark: Any, config: Any) -> None:
@@ -144,7 +35,7 @@ def _stream(spark: Any, config: Any) -> None:
 def test_silver_follows_each_schema_change_while_writes_race(
     spark: Any, sql: Any, make_config: Any, racer: Any, mode: str
 ) -> None:
-    _seed(sql, 300)
+    seed_items(sql, 300)
     config = make_config(stream={"schema_changes": mode})
     with racer():
         jobs.snapshot(spark, config)
@@ -178,7 +69,7 @@ def test_silver_follows_each_schema_change_while_writes_race(
     columns = assert_silver_is_source(spark, sql, config, "items")
     if mode == "evolve":
         assert [c for c in columns if not c.startswith("_")] == [
-            n for n, _ in _source_columns(sql, "items")
+            n for n, _ in source_columns(sql, "items")
         ]
     else:
         assert {"note", "extra", "remark"} <= set(columns)
@@ -195,7 +86,7 @@ def test_silver_follows_each_schema_change_while_writes_race(
 def test_table_created_while_streaming_is_captured_from_its_create(
     spark: Any, sql: Any, make_config: Any, racer: Any
 ) -> None:
-    _seed(sql, 200)
+    seed_items(sql, 200)
     config = make_config()
     jobs.snapshot(spark, config)
     _stream(spark, config)
@@ -219,7 +110,7 @@ def test_table_created_while_streaming_is_captured_from_its_create(
 def test_stop_mode_stops_before_the_change_and_resumes_after_reset(
     spark: Any, sql: Any, make_config: Any, racer: Any
 ) -> None:
-    _seed(sql, 300)
+    seed_items(sql, 300)
     config = make_config(stream={"schema_changes": "stop"})
     jobs.snapshot(spark, config)
     _stream(spark, config)
@@ -244,7 +135,7 @@ def test_stop_mode_stops_before_the_change_and_resumes_after_reset(
 
 
 def test_narrowing_stops_with_the_remedy(spark: Any, sql: Any, make_config: Any) -> None:
-    _seed(sql, 50)
+    seed_items(sql, 50)
     config = make_config()
     jobs.snapshot(spark, config)
     _stream(spark, config)
@@ -256,7 +147,7 @@ def test_narrowing_stops_with_the_remedy(spark: Any, sql: Any, make_config: Any)
 def test_table_added_to_the_config_joins_without_losing_changes(
     spark: Any, sql: Any, make_config: Any, racer: Any
 ) -> None:
-    _seed(sql, 200, copy="later")
+    seed_items(sql, 200, copy="later")
     config = make_config(source={"tables": ["items"]})
     jobs.snapshot(spark, config)
     _stream(spark, config)
@@ -277,7 +168,7 @@ def test_table_added_to_the_config_joins_without_losing_changes(
 def test_reset_of_one_table_while_the_stream_keeps_running(
     spark: Any, sql: Any, make_config: Any, racer: Any
 ) -> None:
-    _seed(sql, 200, copy="other")
+    seed_items(sql, 200, copy="other")
     config = make_config(stream={"trigger_interval": "1s"})
     jobs.snapshot(spark, config)
     running = threading.Thread(target=jobs.stream, args=(spark, config), daemon=True)
@@ -285,10 +176,10 @@ def test_reset_of_one_table_while_the_stream_keeps_running(
     tables = Path(config.lake.path("_system", "checkpoints", "silver", "binlake-tables.json"))
     qualified = f"{config.source.database}.items"
     with racer("items"), racer("other"):
-        _wait_for(lambda: tables.exists() and qualified in json.loads(tables.read_text()))
+        wait_for(lambda: tables.exists() and qualified in json.loads(tables.read_text()))
         jobs.snapshot(spark, config, ["items"], reset=True)
         # The running stream takes the table back once its new snapshot finished.
-        _wait_for(lambda: qualified in json.loads(tables.read_text()))
+        wait_for(lambda: qualified in json.loads(tables.read_text()))
         time.sleep(3)
     for query in spark.streams.active:
         query.stop()
@@ -297,10 +188,3 @@ def test_reset_of_one_table_while_the_stream_keeps_running(
     assert_silver_is_source(spark, sql, config, "items")
     assert_silver_is_source(spark, sql, config, "other")
     assert_changelog_holds_each_change_once(spark, config, "items")
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.5)

@@ -10,7 +10,8 @@ from pyspark.sql import types as T
 from binlake.offsets import BinlogOffset
 from binlake.schema_changes import column_changes, unapplicable, widens
 from binlake.schema_history import SchemaEntry, SchemaTracker
-from binlake.source import Column, TableSchema
+from binlake.shadow_tables import is_shadow_name, is_shadow_of
+from binlake.source import Column, TableSchema, captured_by, select_tables
 
 
 def _column(
@@ -162,3 +163,98 @@ def test_rename_table_ends_the_old_name_and_brings_in_a_matching_new_one() -> No
         ("db.a", "drop", None),
         ("db.b", "rename", new),
     ]
+
+
+def test_an_atomic_cut_over_is_an_alter_of_the_table_from_its_layout_to_the_shadows() -> None:
+    """pt-online-schema-change (`_t_new`/`_t_old`) and gh-ost (`_t_gho`/`_t_del`) swap names in
+    one statement; read pair by pair it was a drop of `t` (and capture ended for good)."""
+    old, new = _table(_column("a")), _table(_column("a"), _column("region"))
+    for statement in (
+        "RENAME TABLE `db`.`t` TO `db`.`_t_old`, `db`.`_t_new` TO `db`.`t`",
+        "rename /* gh-ost */ table `db`.`t` to `db`.`_t_del`, `db`.`_t_gho` to `db`.`t`",
+        "RENAME TABLE t TO __t_old, __t_new TO t",  # the names were taken: more underscores
+    ):
+        server = _Server(t=new)
+        tracker = _tracker(server, {"db.t": SchemaEntry(_at(1), old)}, patterns=["t"])
+        [change] = tracker.on_statement(statement, "db", _at(40))
+        assert (change.table, change.kind) == ("db.t", "swap")
+        assert (change.before, change.after) == (old, new)
+        assert tracker.captured() == {"db.t": new}
+
+
+def test_with_every_table_captured_the_shadows_stay_out_of_capture() -> None:
+    old, new = _table(_column("a")), _table(_column("a"), _column("b"))
+    shadow = _table(_column("a"), _column("b"), name="_t_new")
+    server = _Server(t=new, _t_new=shadow, _t_old=old)
+    tracker = _tracker(server, {"db.t": SchemaEntry(_at(1), old)}, patterns=None)
+    create = "CREATE TABLE `db`.`_t_new` LIKE `db`.`t`"
+    assert list(tracker.on_statement(create, "db", _at(10))) == []
+    assert list(tracker.on_statement("ALTER TABLE `_t_new` ADD b INT", "db", _at(20))) == []
+    [change] = tracker.on_statement("RENAME TABLE t TO _t_old, _t_new TO t", "db", _at(30))
+    assert (change.table, change.kind, change.after) == ("db.t", "swap", new)
+    assert list(tracker.on_statement("DROP TABLE IF EXISTS `_t_old`", "db", _at(40))) == []
+    assert tracker.captured() == {"db.t": new}
+
+
+def test_a_two_step_cut_over_parks_the_table_until_its_shadow_takes_the_name() -> None:
+    """gh-ost's two-step cut-over: `t TO _t_del`, then (in another statement, possibly another
+    batch) `_t_gho TO t`. The parked layout survives the schema history."""
+    old, new = _table(_column("a")), _table(_column("a"), _column("b"))
+    tracker = _tracker(_Server(t=new), {"db.t": SchemaEntry(_at(1), old)}, patterns=["t"])
+    [parked] = tracker.on_statement("RENAME TABLE `t` TO `_t_del`", "db", _at(50))
+    assert (parked.kind, parked.before, parked.after) == ("park", old, None)
+    assert tracker.captured() == {}
+    entry = SchemaEntry.from_json(tracker.entries["db.t"].to_json())  # a later batch's start
+    resumed = _tracker(_Server(t=new), {"db.t": entry}, patterns=["t"])
+    [swapped] = resumed.on_statement("RENAME TABLE `_t_gho` TO `t`", "db", _at(60))
+    assert (swapped.kind, swapped.before, swapped.after) == ("swap", old, new)
+
+
+def test_a_table_created_on_a_parked_name_starts_empty_not_as_an_alter() -> None:
+    old, fresh = _table(_column("a")), _table(_column("z"))
+    tracker = _tracker(_Server(t=fresh), {"db.t": SchemaEntry(_at(1), old)}, patterns=["t"])
+    list(tracker.on_statement("RENAME TABLE t TO _t_old", "db", _at(50)))
+    [created] = tracker.on_statement("CREATE TABLE t (id INT PRIMARY KEY, z INT)", "db", _at(60))
+    assert (created.kind, created.before, created.after) == ("create", None, fresh)
+
+
+def test_a_name_taken_over_by_another_table_is_not_an_alter() -> None:
+    """Swapping two real tables moves rows no row event carries: never read as a layout change."""
+    a, b = _table(name="a"), _table(_column("x"), name="b")
+    server = _Server(a=b, b=a)
+    in_force = {"db.a": SchemaEntry(_at(1), a), "db.b": SchemaEntry(_at(1), b)}
+    tracker = _tracker(server, in_force, patterns=["a", "b"])
+    changes = tracker.on_statement("RENAME TABLE a TO tmp, b TO a, tmp TO b", "db", _at(70))
+    assert sorted((c.table, c.kind, c.before) for c in changes) == [
+        ("db.a", "rename", None),
+        ("db.b", "rename", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "table", "expected"),
+    [
+        ("_t_new", "t", True),
+        ("___t_old", "t", True),
+        ("_t_gho", "t", True),
+        ("_t_ghc", "t", True),
+        ("_t_20261126053340_del", "t", True),
+        ("_orders_new", "orders", True),
+        ("_orders_new", "order", False),
+        ("t_new", "t", False),
+        ("_t_newer", "t", False),
+        ("_t_new", "T", False),
+    ],
+)
+def test_shadow_names(name: str, table: str, expected: bool) -> None:
+    assert is_shadow_of(name, table) is expected
+
+
+def test_shadow_shaped_names_are_captured_only_by_their_exact_name() -> None:
+    shaped = ("_t_new", "__x_gho", "t_new", "_new", "_t_newer")
+    assert [is_shadow_name(n) for n in shaped] == [True, True, False, False, False]
+    available = ["orders", "_orders_new", "_archive_old"]
+    assert select_tables(available, None, "db") == ["orders"]
+    assert select_tables(available, [".*"], "db") == ["orders"]
+    assert select_tables(available, ["orders", "_archive_old"], "db") == ["orders", "_archive_old"]
+    assert not captured_by("_orders_gho", None) and captured_by("_orders_gho", ["_orders_gho"])
