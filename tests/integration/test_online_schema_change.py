@@ -80,6 +80,35 @@ def test_pt_online_schema_change_under_racing_writes_is_followed_without_a_resna
     assert not [p for p in lake.rglob("*") if p.is_dir() and "_items_" in p.name]  # no shadows
 
 
+def test_gh_ost_two_step_cut_over_with_a_stream_batch_between_its_renames(
+    spark: Any, sql: Any, make_config: Any, racer: Any
+) -> None:
+    """gh-ost's statements, scripted (gh-ost mirrors writes from its own binlog reader, so the copy
+    runs while no writer does): a ghost table altered and filled, then the two-step cut-over with
+    a stream batch ending between `items TO _items_del` and `_items_gho TO items`."""
+    seed_items(sql, 600, copy="other")  # `other` keeps the database capturable in the gap
+    config = make_config()  # every table: the ghost and changelog tables must stay out
+    with racer():
+        jobs.snapshot(spark, config)
+    _stream(spark, config)
+    sql("CREATE TABLE _items_ghc (id BIGINT PRIMARY KEY, hint VARCHAR(64))")
+    sql("CREATE TABLE _items_gho LIKE items")
+    sql("ALTER TABLE _items_gho ADD region VARCHAR(8) NOT NULL DEFAULT 'eu', MODIFY qty BIGINT")
+    with racer():
+        sql("UPDATE items SET qty = qty + 1 WHERE id % 2 = 0")
+    sql("INSERT INTO _items_gho (id, name, qty, price, note) SELECT * FROM items")
+    sql("INSERT INTO _items_ghc VALUES (1, 'copy complete')")
+    sql("RENAME TABLE items TO _items_del")
+    _stream(spark, config)  # the table is parked at this batch's end
+    sql("RENAME TABLE _items_gho TO items")
+    with racer():
+        sql("UPDATE items SET region = 'us', qty = 5000000000 WHERE id % 3 = 0")
+    sql("DROP TABLE _items_del, _items_ghc")
+    _stream(spark, config)
+    assert "region" in assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
 def _stream(spark: Any, config: Any) -> None:
     jobs.stream(spark, config, available_now=True)
 
