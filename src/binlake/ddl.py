@@ -49,17 +49,17 @@ class Ddl:
 
 
 @dataclass(frozen=True)
-class _Token:
+class Token:
     kind: str  # "word" (bare: keyword or name), "name" (`quoted`), "dquoted", "string", "punct"
     text: str
 
 
-class _Unparseable(Exception):
+class Unparseable(Exception):
     pass
 
 
-def _tokenize(statement: str) -> list[_Token]:
-    tokens: list[_Token] = []
+def tokenize(statement: str) -> list[Token]:
+    tokens: list[Token] = []
     in_exec = False  # inside /*! ... */ or /*M! ... */, whose contents are part of the statement
     for match in _TOKEN.finditer(statement):
         kind, text = match.lastgroup, match.group()
@@ -68,22 +68,22 @@ def _tokenize(statement: str) -> list[_Token]:
         elif kind == "close" and in_exec:
             in_exec = False
         elif kind == "quoted":
-            tokens.append(_Token("name", text[1:-1].replace("``", "`")))
+            tokens.append(Token("name", text[1:-1].replace("``", "`")))
         elif kind == "dquoted":  # a string, or an identifier under ANSI_QUOTES
-            tokens.append(_Token("dquoted", text[1:-1].replace('""', '"')))
+            tokens.append(Token("dquoted", text[1:-1].replace('""', '"')))
         elif kind in ("word", "string"):
-            tokens.append(_Token(kind, text))
+            tokens.append(Token(kind, text))
         elif kind in ("punct", "close"):
-            tokens.extend(_Token("punct", char) for char in text)
+            tokens.extend(Token("punct", char) for char in text)
     return tokens
 
 
-class _Parser:
-    def __init__(self, tokens: list[_Token]) -> None:
+class Parser:
+    def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
         self.pos = 0
 
-    def peek(self) -> _Token | None:
+    def peek(self) -> Token | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
     def keyword(self, *words: str) -> str | None:
@@ -104,10 +104,10 @@ class _Parser:
 
     def expect(self, word: str) -> None:
         if self.keyword(word) is None:
-            raise _Unparseable(word)
+            raise Unparseable(word)
 
     def punct(self, char: str) -> bool:
-        if self.peek() != _Token("punct", char):
+        if self.peek() != Token("punct", char):
             return False
         self.pos += 1
         return True
@@ -115,7 +115,7 @@ class _Parser:
     def name(self) -> str:
         token = self.peek()
         if token is None or token.kind not in ("word", "name", "dquoted"):
-            raise _Unparseable("identifier expected")
+            raise Unparseable("identifier expected")
         self.pos += 1
         return token.text
 
@@ -130,9 +130,9 @@ class _Parser:
         else:
             self.keyword("NOWAIT")
 
-    def clauses(self) -> list[_Parser]:
+    def clauses(self) -> list[Parser]:
         """The rest of the statement split on commas outside parentheses."""
-        parts: list[list[_Token]] = [[]]
+        parts: list[list[Token]] = [[]]
         depth = 0
         for token in self.tokens[self.pos :]:
             if token.kind == "punct":
@@ -142,13 +142,13 @@ class _Parser:
                     continue
             parts[-1].append(token)
         self.pos = len(self.tokens)
-        return [_Parser(part) for part in parts if part]
+        return [Parser(part) for part in parts if part]
 
 
 def parse_ddl(statement: str) -> Ddl | None:
     """The table changes of a QUERY event's statement; None for anything that changes no table's
     rows or layout (BEGIN, COMMIT, CREATE DATABASE, GRANT, temporary tables, views, SET, ...)."""
-    parser = _Parser(_tokenize(statement))
+    parser = Parser(tokenize(statement))
     verbs = {
         "ALTER": _alter,
         "CREATE": _create,
@@ -159,11 +159,11 @@ def parse_ddl(statement: str) -> Ddl | None:
     try:
         verb = parser.keyword(*verbs)
         return verbs[verb](parser) if verb else None
-    except _Unparseable:
+    except Unparseable:
         return None
 
 
-def _alter(p: _Parser) -> Ddl | None:
+def _alter(p: Parser) -> Ddl | None:
     p.keyword("ONLINE")
     p.keyword("IGNORE")
     if not p.keyword("TABLE"):
@@ -190,7 +190,7 @@ def _alter(p: _Parser) -> Ddl | None:
     return Ddl("alter", tuple(tables), tuple(renames), tuple(column_renames))
 
 
-def _column_rename(clause: _Parser) -> tuple[str, str] | None:
+def _column_rename(clause: Parser) -> tuple[str, str] | None:
     """(old, new) of RENAME COLUMN [IF EXISTS] old TO new | CHANGE [COLUMN] [IF EXISTS] old new."""
     if clause.phrase("RENAME", "COLUMN"):
         clause.phrase("IF", "EXISTS")
@@ -204,7 +204,7 @@ def _column_rename(clause: _Parser) -> tuple[str, str] | None:
     return None
 
 
-def _create(p: _Parser) -> Ddl | None:
+def _create(p: Parser) -> Ddl | None:
     replace = p.phrase("OR", "REPLACE")
     if p.keyword("TABLE"):
         p.phrase("IF", "NOT", "EXISTS")
@@ -213,7 +213,7 @@ def _create(p: _Parser) -> Ddl | None:
     return _index(p, if_exists=("IF", "NOT", "EXISTS")) if p.keyword("INDEX") else None
 
 
-def _index(p: _Parser, if_exists: tuple[str, ...]) -> Ddl:
+def _index(p: Parser, if_exists: tuple[str, ...]) -> Ddl:
     """The rest of CREATE INDEX / DROP INDEX: [IF [NOT] EXISTS] name [USING type] ON table."""
     p.phrase(*if_exists)
     p.name()
@@ -223,7 +223,7 @@ def _index(p: _Parser, if_exists: tuple[str, ...]) -> Ddl:
     return Ddl("alter", (p.table(),))
 
 
-def _drop(p: _Parser) -> Ddl | None:
+def _drop(p: Parser) -> Ddl | None:
     if p.keyword("INDEX"):
         return _index(p, if_exists=("IF", "EXISTS"))
     if not p.keyword("TABLE", "TABLES"):
@@ -235,12 +235,12 @@ def _drop(p: _Parser) -> Ddl | None:
     return Ddl("drop", tuple(tables))
 
 
-def _truncate(p: _Parser) -> Ddl:
+def _truncate(p: Parser) -> Ddl:
     p.keyword("TABLE")
     return Ddl("truncate", (p.table(),))
 
 
-def _rename(p: _Parser) -> Ddl | None:
+def _rename(p: Parser) -> Ddl | None:
     if not p.keyword("TABLE", "TABLES"):
         return None  # RENAME USER
     p.phrase("IF", "EXISTS")

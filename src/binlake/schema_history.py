@@ -21,14 +21,19 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from binlake.ddl import Ddl, TableRef, parse_ddl
-from binlake.errors import SourceError
+from binlake.ddl_schema import Charsets, schema_after_alter
+from binlake.errors import SchemaChangeError, SourceError
 from binlake.lake_files import LakeFiles, join
 from binlake.offsets import BinlogOffset
 from binlake.shadow_tables import is_shadow_of
 from binlake.source import TableSchema, captured_by
+from binlake.typemap import map_table
+
+if TYPE_CHECKING:
+    from binlake.schema_source import LoggedStatement
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +148,19 @@ class SchemaChange:
     kind: str
 
 
-#: (database, table) → the table's schema read from the server now (None: it does not exist).
-SchemaReader = Callable[[str, str], TableSchema | None]
+class SchemaSource(Protocol):
+    """What the tracker asks the source (`schema_source.ServerSchemas` on a real one)."""
+
+    def read(self, database: str, table: str) -> TableSchema | None:
+        """The table's schema now (None: it does not exist)."""
+
+    def later_change(
+        self, database: str, table: str, offset: BinlogOffset
+    ) -> LoggedStatement | None:
+        """The first DDL on the table after `offset` up to the binlog head."""
+
+    def charsets(self, database: str, table: str) -> Charsets:
+        """The collations a column definition's text leaves to the server."""
 
 
 class SchemaTracker:
@@ -161,13 +177,13 @@ class SchemaTracker:
         patterns: list[str] | None,
         in_force: dict[str, SchemaEntry],
         recorded: Callable[[str, BinlogOffset], SchemaEntry | None],
-        read_schema: SchemaReader,
+        source: SchemaSource,
     ) -> None:
         self.database = database
         self.patterns = patterns
         self.entries = dict(in_force)
         self._recorded = recorded
-        self._read_schema = read_schema
+        self._source = source
 
     def schema(self, table: str) -> TableSchema | None:
         entry = self.entries.get(table)
@@ -192,7 +208,7 @@ class SchemaTracker:
                 kind = "rename"  # a shadow onto a table binlake did not hold: rows it lacks
             if not self._follows(name, kind, before):
                 continue
-            after = self._schema_after(table, name, kind, offset)
+            after = self._schema_after(table, name, kind, offset, before, statement)
             if before is None and after is None:
                 continue
             parked = before if kind == "park" else None
@@ -219,17 +235,50 @@ class SchemaTracker:
         yield from _moves([(mine(old), mine(new)) for old, new in ddl.renames])
 
     def _schema_after(
-        self, table: str, name: str, kind: str, offset: BinlogOffset
+        self,
+        table: str,
+        name: str,
+        kind: str,
+        offset: BinlogOffset,
+        before: TableSchema | None,
+        statement: str,
     ) -> TableSchema | None:
+        """The table's schema just after the DDL at `offset`: the one recorded by an earlier run
+        of this batch; else the server's, if no later DDL touched the table; else, for an ALTER,
+        the schema before with the statement applied (`ddl_schema`)."""
         if kind in ("drop", "park"):
             return None
         recorded = self._recorded(table, offset)
         if recorded is not None and recorded.offset == offset:
             return recorded.schema
         try:
-            return self._read_schema(self.database, name)
+            now = self._source.read(self.database, name)
         except SourceError as exc:
             raise SourceError(f"{table} changed at {offset}, uncapturable: {exc}") from None
+        later = self._source.later_change(self.database, name, offset)
+        if later is None or before is None or kind not in ("alter", "truncate"):
+            return now
+        if kind == "truncate":
+            return before
+        charsets = self._source.charsets(self.database, name)
+        derived = schema_after_alter(before, statement, charsets)
+        if derived is None:
+            raise SchemaChangeError(
+                f"{table} changed at {offset} ({_short(statement)}) and again at "
+                f"{later.offset} ({_short(later.statement)}) before the stream read the first "
+                "change, and binlake cannot tell its columns between the two from the first "
+                "statement's text: the stream stopped before it rather than guess. Re-snapshot "
+                f"the table with `binlake snapshot --tables {name} --reset`"
+            )
+        try:
+            map_table(derived)  # refuses a column type binlake cannot land, as a read does
+        except SourceError as exc:
+            raise SourceError(f"{table} changed at {offset}, uncapturable: {exc}") from None
+        return derived
+
+
+def _short(statement: str) -> str:
+    return " ".join(statement.split())[:160]
 
 
 def _before(kind: str, entry: SchemaEntry | None) -> TableSchema | None:

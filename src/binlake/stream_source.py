@@ -46,7 +46,8 @@ from binlake.schema_history import (
     SchemaTracker,
     StreamTables,
 )
-from binlake.source import TableSchema, connection, current_offset, load_schema_if_exists
+from binlake.schema_source import ServerSchemas
+from binlake.source import TableSchema, connection, current_offset
 from binlake.watermarks import TableWatermarks, WatermarkFilter
 
 _FILTER_BLOCK = 8192  # changes per collation-weight round trip and per Arrow batch
@@ -184,16 +185,12 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBatch]:
     """The changes of `(start, end]` to apply, as Arrow batches in the change record's schema."""
     with connection(spec.source) as conn:
-
-        def read_schema(database: str, table: str) -> TableSchema | None:
-            return load_schema_if_exists(conn, database, table, spec.split_keys)
-
         tracker = SchemaTracker(
             spec.database,
             list(spec.patterns) if spec.patterns is not None else None,
             partition.in_force(),
             partition.recorded,
-            read_schema,
+            ServerSchemas(conn, spec.split_keys),
         )
         events = follow_changes(
             spec.source, spec.server_id, tracker, partition.start, partition.end,

@@ -28,6 +28,7 @@ _SPARK_TYPES = {
     "bigint": T.LongType(),
     "varchar": T.StringType(),
     "longtext": T.StringType(),
+    "enum": T.StringType(),
     "longblob": T.BinaryType(),
     "decimal": None,  # from the column's precision and scale
 }

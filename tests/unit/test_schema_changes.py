@@ -7,9 +7,12 @@ from dataclasses import replace
 import pytest
 from pyspark.sql import types as T
 
+from binlake.ddl_schema import Charsets
+from binlake.errors import SchemaChangeError
 from binlake.offsets import BinlogOffset
 from binlake.schema_changes import column_changes, unapplicable, widens
 from binlake.schema_history import SchemaEntry, SchemaTracker
+from binlake.schema_source import LoggedStatement
 from binlake.shadow_tables import is_shadow_name, is_shadow_of
 from binlake.source import Column, TableSchema, captured_by, select_tables
 
@@ -94,15 +97,26 @@ def test_a_new_row_key_or_a_narrowing_cannot_be_followed() -> None:
 
 
 class _Server:
-    """A fake `read_schema`: the server's current tables, counting reads."""
+    """A fake source: the server's current tables (counting reads), and the DDL its binlog
+    holds after each tracked statement (`later`: offset position → statement)."""
 
-    def __init__(self, **tables: TableSchema | None) -> None:
+    def __init__(self, later: dict[int, str] | None = None, **tables: TableSchema | None) -> None:
         self.tables = tables
+        self.later = later or {}
         self.reads: list[str] = []
 
-    def __call__(self, database: str, table: str) -> TableSchema | None:
+    def read(self, database: str, table: str) -> TableSchema | None:
         self.reads.append(table)
         return self.tables.get(table)
+
+    def later_change(
+        self, database: str, table: str, offset: BinlogOffset
+    ) -> LoggedStatement | None:
+        found = [(pos, s) for pos, s in sorted(self.later.items()) if pos > offset.pos]
+        return next((LoggedStatement(_at(p), database, s) for p, s in found), None)
+
+    def charsets(self, database: str, table: str) -> Charsets:
+        return Charsets("utf8mb4_general_ci", lambda c: f"{c}_general_ci", lambda c: None)
 
 
 def _tracker(
@@ -258,3 +272,42 @@ def test_shadow_shaped_names_are_captured_only_by_their_exact_name() -> None:
     assert select_tables(available, [".*"], "db") == ["orders"]
     assert select_tables(available, ["orders", "_archive_old"], "db") == ["orders", "_archive_old"]
     assert not captured_by("_orders_gho", None) and captured_by("_orders_gho", ["_orders_gho"])
+
+
+def test_a_ddl_met_late_takes_its_own_columns_not_the_servers_later_ones() -> None:
+    """Stopped while `name` widened, `note` dropped, `qty` renamed: the server now shows the
+    end state, which is not the schema between the DDLs (it used to be taken, and rows written
+    between them landed with `quantity` NULL)."""
+    before = _table(
+        _column("name", "varchar", "varchar(20)"), _column("qty"), _column("note", "varchar",
+        "varchar(10)"),
+    )  # fmt: skip
+    text = {"charset": "utf8mb4", "collation": "utf8mb4_general_ci", "default": "NULL"}
+    now = _table(_column("name", "varchar", "varchar(40)", **text), _column("quantity"))
+    later = {
+        200: "ALTER TABLE t DROP COLUMN note",
+        300: "ALTER TABLE t RENAME COLUMN qty TO quantity",
+    }
+    tracker = _tracker(_Server(later, t=now), {"db.t": SchemaEntry(_at(1), before)})
+    [widened] = tracker.on_statement("ALTER TABLE t MODIFY name VARCHAR(40)", "db", _at(100))
+    assert widened.after is not None
+    assert [c.column_type for c in widened.after.columns] == [
+        "int",
+        "varchar(40)",
+        "int",
+        "varchar(10)",
+    ]
+    [dropped] = tracker.on_statement(later[200], "db", _at(200))
+    assert dropped.after is not None and dropped.after.column_names == ("id", "name", "qty")
+    [renamed] = tracker.on_statement(later[300], "db", _at(300))
+    assert renamed.after == now  # the last DDL: the server's schema is the one in force
+
+
+def test_a_ddl_met_late_that_the_text_cannot_say_stops_before_it() -> None:
+    before = _table(_column("a"))
+    later = {200: "ALTER TABLE t ADD b INT"}
+    tracker = _tracker(
+        _Server(later, t=_table(_column("a"), _column("b"))), {"db.t": SchemaEntry(_at(1), before)}
+    )
+    with pytest.raises(SchemaChangeError, match=r"again at .*:200 .*--tables t --reset"):
+        list(tracker.on_statement("ALTER TABLE t CONVERT TO CHARACTER SET latin1", "db", _at(100)))
