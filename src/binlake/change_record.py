@@ -19,7 +19,7 @@ table's schema after it (`TableSchema.to_json`), or NULL when the table is gone.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -122,13 +122,20 @@ def _from_json_value(value: SparkColumn, spark: T.DataType) -> SparkColumn:
     return value
 
 
-def typed_image(image: SparkColumn, columns: T.StructType) -> SparkColumn:
+def typed_image(
+    image: SparkColumn, columns: T.StructType, keys: Mapping[str, str] | None = None
+) -> SparkColumn:
     """The JSON image `image` as a struct of `columns` (silver's data columns): keys the image
-    lacks (columns added later, or dropped from the source) are NULL."""
+    lacks (columns added later, or dropped from the source) are NULL. `keys` names the image's
+    key for a silver column spelt in another case (the source renamed `qty` to `Qty`: one
+    column to MySQL, Spark and Delta, but JSON keys are case-sensitive)."""
+    key = {f.name: (keys or {}).get(f.name.lower(), f.name) for f in columns}
     parsed = F.from_json(
         image,
-        T.StructType([T.StructField(f.name, _json_type(f.dataType), True) for f in columns]),
+        T.StructType([T.StructField(key[f.name], _json_type(f.dataType), True) for f in columns]),
         {"mode": "FAILFAST"},
     )
-    fields = [_from_json_value(parsed.getField(f.name), f.dataType).alias(f.name) for f in columns]
+    fields = [
+        _from_json_value(parsed.getField(key[f.name]), f.dataType).alias(f.name) for f in columns
+    ]
     return F.when(image.isNull(), F.lit(None).cast(columns)).otherwise(F.struct(*fields))

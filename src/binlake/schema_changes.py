@@ -45,7 +45,10 @@ def _type_name(kind: T.DataType | None) -> str:
 def column_changes(before: TableSchema, after: TableSchema, statement: str) -> list[ColumnChange]:
     """The column changes from `before` to `after`, renames as the statement names them."""
     old = {f.name: f.dataType for f in spark_schema(before).fields}
-    new = {f.name: f.dataType for f in spark_schema(after).fields}
+    # MySQL, Spark and Delta compare column names case-insensitively: a column whose name only
+    # changed case (CHANGE qty Qty) is the same column, known by silver's spelling.
+    spelled = {name.lower(): name for name in old}
+    new = {spelled.get(f.name.lower(), f.name): f.dataType for f in spark_schema(after).fields}
     renames = _renames(statement, old, new)
     changes: list[ColumnChange] = []
     for old_name, new_name in renames.items():

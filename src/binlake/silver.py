@@ -129,12 +129,16 @@ def data_columns(spark: SparkSession, silver: LakeTable) -> T.StructType | None:
     return T.StructType([f for f in schema.fields if f.name != OFFSET_COLUMN])
 
 
-def typed_changes(changes: DataFrame, columns: T.StructType) -> DataFrame:
-    """Change records with their images typed as `columns` (see `change_record`)."""
+def typed_changes(
+    changes: DataFrame, columns: T.StructType, table: TableSchema | None = None
+) -> DataFrame:
+    """Change records with their images typed as `columns` (see `change_record`); `table`, the
+    source's schema the images were written with, spells their keys."""
+    keys = {name.lower(): name for name in table.column_names} if table is not None else None
     return changes.select(
         "_op", "_offset", "_file", "_pos", "_row", "_ts",
-        typed_image(F.col("_before"), columns).alias("_before"),
-        typed_image(F.col("_after"), columns).alias("_after"),
+        typed_image(F.col("_before"), columns, keys).alias("_before"),
+        typed_image(F.col("_after"), columns, keys).alias("_after"),
     )  # fmt: skip
 
 
@@ -157,7 +161,7 @@ class TableApply:
     def __call__(self, changes: DataFrame, app: str, version: int) -> int:
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
         # JSON images is most of what reading it costs.
-        typed = typed_changes(changes, self.columns).persist()
+        typed = typed_changes(changes, self.columns, self.table).persist()
         try:
             summary = self._summary(typed)
             count = int(summary["count"])

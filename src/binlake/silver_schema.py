@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 from binlake.config import Config
 from binlake.errors import SchemaChangeError
 from binlake.lake import LakeTable, column_mapping, column_name
-from binlake.offsets import BinlogOffset
+from binlake.offsets import BinlogOffset, position_token
 from binlake.schema_changes import ColumnChange, column_changes, unapplicable
 from binlake.silver import changelog_table, data_columns, ensure_silver, silver_table
 from binlake.source import TableSchema
@@ -50,26 +50,55 @@ class SchemaChangeRecord:
         return f"at {self.offset} ({' '.join(self.statement.split())[:160]})"
 
 
+#: Silver's table property holding the position of the last DDL applied to it in full.
+APPLIED_PROPERTY = "binlake.ddlApplied"
+
+
 def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChangeRecord) -> None:
-    """Change silver as `change` and `stream.schema_changes` say (or raise before changing it)."""
-    if change.kind == "truncate" and change.after is not None:
-        silver_table(config, change.after).delta(spark).delete()
+    """Change silver as `change` and `stream.schema_changes` say (or raise before changing it).
+
+    Exactly once across replays: a batch replayed after a crash meets its DDL again, possibly
+    after later rows of the batch were merged. Silver records the last DDL it took in full
+    (`APPLIED_PROPERTY`) and a DDL at or before it is skipped; a DDL cut short by a crash is
+    redone, each step tolerating the part already done (no later rows were merged yet)."""
+    after = change.after
+    if after is None:
+        _gone(change)
+        return
+    silver = silver_table(config, after)
+    if silver.exists(spark) and _applied(spark, silver, change.offset):
+        log.info("%s %s: already in silver (a replayed batch)", change.table, change.where())
+        return
+    if change.kind == "truncate":
+        silver.delta(spark).delete()
         log.info("%s truncated %s: silver emptied", change.table, change.where())
-    elif change.kind == "park":
+    elif change.before is None:
+        _bring_in(spark, config, change, after)
+    else:
+        _alter(spark, config, change, change.before, after)
+    if silver.exists(spark):
+        token = position_token(change.offset, 0)
+        spark.sql(f"ALTER TABLE {silver.sql} SET TBLPROPERTIES ('{APPLIED_PROPERTY}' = '{token}')")
+
+
+def _gone(change: SchemaChangeRecord) -> None:
+    if change.kind == "park":
         log.info(
             "%s renamed to its shadow name %s (an online schema-change tool's cut-over): silver "
             "waits for the table that takes the name back",
             change.table, change.where(),
         )  # fmt: skip
-    elif change.after is None:
+    else:
         log.warning(
             "%s is gone %s: binlake stops capturing it; its silver table is kept",
             change.table, change.where(),
         )  # fmt: skip
-    elif change.before is None:
-        _bring_in(spark, config, change, change.after)
-    else:
-        _alter(spark, config, change, change.before, change.after)
+
+
+def _applied(spark: SparkSession, silver: LakeTable, offset: BinlogOffset) -> bool:
+    properties = silver.delta(spark).detail().select("properties").first()
+    applied = (properties[0] or {}).get(APPLIED_PROPERTY) if properties else None
+    return applied is not None and applied >= position_token(offset, 0)
 
 
 def _remedy(change: SchemaChangeRecord) -> str:
@@ -110,44 +139,113 @@ def _apply_column_change(
     spark: SparkSession, config: Config, silver: LakeTable, after: TableSchema, change: ColumnChange
 ) -> None:
     evolve = config.stream.schema_changes == "evolve"
+    held = data_columns(spark, silver) or T.StructType([])
     if change.kind == "add":
+        _make_room(spark, silver, "", change.column, change.new_type, held)
         _add_column(spark, silver, after, change.column, change.new_type)
     elif change.kind == "drop" and evolve:
-        _enable_column_mapping(spark, silver)
-        spark.sql(f"ALTER TABLE {silver.sql} DROP COLUMN {column_name(change.column)}")
+        if _field(held, change.column) is not None:  # else dropped by a run cut short
+            _enable_column_mapping(spark, silver)
+            spark.sql(f"ALTER TABLE {silver.sql} DROP COLUMN {column_name(change.column)}")
     elif change.kind == "rename" and change.old_name is not None:
         if evolve:
-            _enable_column_mapping(spark, silver)
-            spark.sql(
-                f"ALTER TABLE {silver.sql} RENAME COLUMN {column_name(change.old_name)} TO "
-                f"{column_name(change.column)}"
-            )
+            if _field(held, change.old_name) is not None:  # else renamed by a run cut short
+                _enable_column_mapping(spark, silver)
+                spark.sql(
+                    f"ALTER TABLE {silver.sql} RENAME COLUMN {column_name(change.old_name)} TO "
+                    f"{column_name(change.column)}"
+                )
         else:
+            _make_room(spark, silver, "", change.column, change.old_type, held)
             _add_column(spark, silver, after, change.column, change.old_type)
             silver.delta(spark).update(
                 set={column_name(change.column): F.col(column_name(change.old_name))}
             )
     elif change.kind == "retype" and change.new_type is not None:
-        _widen(spark, silver, change.column, change.new_type)
+        held_type = _field(held, change.column)
+        if held_type is not None and held_type.dataType != change.new_type:
+            _widen(spark, silver, change.column, change.new_type)
         changelog = changelog_table(config, after)
-        if changelog.exists(spark):
-            for side in ("_before", "_after"):
-                _widen(spark, changelog, f"{side}.{column_name(change.column)}", change.new_type)
+        for side in _image_sides_holding(spark, changelog, change.column):
+            _widen(spark, changelog, f"{side}.{column_name(change.column)}", change.new_type)
+    if change.kind in ("add", "rename"):
+        changelog = changelog_table(config, after)
+        kind = change.new_type if change.kind == "add" else change.old_type
+        for side in _image_sides_holding(spark, changelog, change.column):
+            images = changelog.schema(spark)
+            assert images is not None
+            image = images[side].dataType
+            assert isinstance(image, T.StructType)
+            _make_room(spark, changelog, f"{side}.", change.column, kind, image)
+
+
+def _field(columns: T.StructType, name: str) -> T.StructField | None:
+    """The field named `name`, compared case-insensitively as Spark and MySQL do."""
+    return next((f for f in columns.fields if f.name.lower() == name.lower()), None)
+
+
+def _make_room(
+    spark: SparkSession,
+    table: LakeTable,
+    prefix: str,
+    column: str,
+    kind: T.DataType | None,
+    held: T.StructType,
+) -> None:
+    """A column the source adds under a name the table still holds with another type (dropped
+    earlier and kept: by lenient silver, by the changelog's images) cannot take the new values:
+    the old one is renamed `<name>__dropped_<n>`, keeping its values, and the name is free."""
+    old = _field(held, column)
+    if old is None or kind is None or old.dataType == kind:
+        return  # free, or the same type: the column takes the new values (and its default)
+    taken = {f.name.lower() for f in held.fields}
+    aside = next(
+        f"{old.name}__dropped_{n}" for n in range(1, 10_000)
+        if f"{old.name}__dropped_{n}".lower() not in taken
+    )  # fmt: skip
+    _enable_column_mapping(spark, table)
+    spark.sql(
+        f"ALTER TABLE {table.sql} RENAME COLUMN {prefix}{column_name(old.name)} TO "
+        f"{column_name(aside)}"
+    )
+    log.info("%s: %s%s kept as %s (the source added a new %s)", table.sql, prefix, old.name,
+             aside, old.name)  # fmt: skip
+
+
+def _image_sides_holding(spark: SparkSession, changelog: LakeTable, column: str) -> list[str]:
+    """The changelog's image structs that hold `column`: none before a row with it was appended
+    (a column added, or renamed to, in this batch joins them at its first append)."""
+    schema = changelog.schema(spark)
+    return [
+        field.name
+        for field in (schema.fields if schema is not None else [])
+        if field.name in ("_before", "_after")
+        and isinstance(field.dataType, T.StructType)
+        and any(f.name.lower() == column.lower() for f in field.dataType.fields)
+    ]
 
 
 def _add_column(
     spark: SparkSession, silver: LakeTable, after: TableSchema, column: str, kind: T.DataType | None
 ) -> None:
-    """Add `column` unless silver has it; existing rows take the source's literal default."""
+    """Add `column` unless silver has it; the rows silver holds (all written before the DDL:
+    its later rows are merged after it) take the source's literal default, as the source's rows
+    do. The default is set whether or not the column was just added, so a run cut short between
+    the two converges; a column silver already held (a lenient drop, now added again) is set to
+    the default or NULL, dropping the values of the column the source dropped."""
     columns = data_columns(spark, silver)
-    if columns is None or column in columns.fieldNames() or kind is None:
+    if columns is None or kind is None:
         return
-    if column_mapping([column]):  # a name Delta takes only with columns mapped by name
-        _enable_column_mapping(spark, silver)
-    spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({column_name(column)} {kind.simpleString()})")
+    held = _field(columns, column) is not None
+    if not held:
+        if column_mapping([column]):  # a name Delta takes only with columns mapped by name
+            _enable_column_mapping(spark, silver)
+        kind_sql = kind.simpleString()
+        spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({column_name(column)} {kind_sql})")
     default = _literal_default(after, column)
-    if default is not None:
-        silver.delta(spark).update(set={column_name(column): F.lit(default).cast(kind)})
+    if default is not None or held:
+        value = F.lit(default).cast(kind)
+        silver.delta(spark).update(set={column_name(column): value})
 
 
 def _literal_default(table: TableSchema, column: str) -> str | None:

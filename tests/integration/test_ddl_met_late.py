@@ -20,7 +20,7 @@ def _catch_up(spark: Any, config: Any) -> None:
 
 
 def _started(spark: Any, sql: Any, make_config: Any, racer: Any, mode: str) -> Any:
-    seed_items(sql, 1500)
+    seed_items(sql, 600)
     config = make_config(stream={"schema_changes": mode})
     with racer():
         jobs.snapshot(spark, config)

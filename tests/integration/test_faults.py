@@ -322,8 +322,13 @@ def write_config(config: Any, path: Path) -> Path:
 def run_killed(config_file: Path, point: str) -> None:
     """`binlake snapshot` or `binlake stream --available-now` in a child process, killed at
     `point` (`KILL_POINTS`)."""
-    target, when, call = KILL_POINTS[point]
     args = ["snapshot"] if point.startswith("snapshot") else ["stream", "--available-now"]
+    run_killed_at(config_file, KILL_POINTS[point], args)
+
+
+def run_killed_at(config_file: Path, point: tuple[str, str, int], args: list[str]) -> None:
+    """`binlake ARGS` in a child process, killed at `point`: (function, when, which call)."""
+    target, when, call = point
     crashed = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "integration" / "crash.py"),
          target, when, str(call), "--", *args, "--config", str(config_file)],
