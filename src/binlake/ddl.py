@@ -46,6 +46,10 @@ class Ddl:
     renames: tuple[tuple[TableRef, TableRef], ...] = ()  # table renames, in order
     column_renames: tuple[tuple[str, str], ...] = ()  # (old, new) column names, in order
     replace: bool = False  # CREATE OR REPLACE TABLE (MariaDB): the old table is dropped first
+    if_not_exists: bool = False  # CREATE TABLE IF NOT EXISTS: nothing when the table exists
+    #: The clause of an ALTER that removes or replaces rows without row events (DROP, TRUNCATE
+    #: or EXCHANGE PARTITION, DISCARD/IMPORT TABLESPACE); "" when none does.
+    removes_rows: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,7 @@ def _alter(p: Parser) -> Ddl | None:
     tables = [table]
     renames: list[tuple[TableRef, TableRef]] = []
     column_renames: list[tuple[str, str]] = []
+    removes_rows = ""
     for clause in p.clauses():
         if column := _column_rename(clause):
             column_renames.append(column)
@@ -182,12 +187,26 @@ def _alter(p: Parser) -> Ddl | None:
                 clause.keyword("TO", "AS")
                 renames.append((table, clause.table()))
         elif clause.phrase("EXCHANGE", "PARTITION"):  # swaps the partition's rows with a table's
+            removes_rows = "EXCHANGE PARTITION"
             clause.name()
             clause.phrase("WITH", "TABLE")
             tables.append(clause.table())
+        elif verb := _removing_rows(clause):
+            removes_rows = verb
     # CHANGE keeping the name (MySQL compares column names case-insensitively) only redefines it.
     column_renames = [(old, new) for old, new in column_renames if old.lower() != new.lower()]
-    return Ddl("alter", tuple(tables), tuple(renames), tuple(column_renames))
+    return Ddl(
+        "alter", tuple(tables), tuple(renames), tuple(column_renames), removes_rows=removes_rows
+    )
+
+
+def _removing_rows(clause: Parser) -> str:
+    """The clause's verb if it removes or replaces rows with no row event in the binlog."""
+    for words in (("DROP", "PARTITION"), ("TRUNCATE", "PARTITION"), ("DISCARD", "TABLESPACE"),
+                  ("IMPORT", "TABLESPACE")):  # fmt: skip
+        if clause.phrase(*words):
+            return " ".join(words)
+    return ""
 
 
 def _column_rename(clause: Parser) -> tuple[str, str] | None:
@@ -207,8 +226,8 @@ def _column_rename(clause: Parser) -> tuple[str, str] | None:
 def _create(p: Parser) -> Ddl | None:
     replace = p.phrase("OR", "REPLACE")
     if p.keyword("TABLE"):
-        p.phrase("IF", "NOT", "EXISTS")
-        return Ddl("create", (p.table(),), replace=replace)
+        exists = p.phrase("IF", "NOT", "EXISTS")
+        return Ddl("create", (p.table(),), replace=replace, if_not_exists=exists)
     p.keyword("UNIQUE", "FULLTEXT", "SPATIAL")
     return _index(p, if_exists=("IF", "NOT", "EXISTS")) if p.keyword("INDEX") else None
 

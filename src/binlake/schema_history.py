@@ -144,7 +144,8 @@ class SchemaChange:
     after: TableSchema | None  # None: the table is gone (dropped, renamed away, parked)
     # The statement's kind (alter, create, drop, truncate, rename), or for an online schema-change
     # tool's cut-over: park (the table renamed to its shadow name) and swap (a shadow renamed
-    # onto the table: an ALTER of it).
+    # onto the table: an ALTER of it); unfollowable: an ALTER that removes or replaces rows with
+    # no row events (DROP PARTITION, ...).
     kind: str
 
 
@@ -203,6 +204,8 @@ class SchemaTracker:
             entry = self.entries.get(table)
             if entry is not None and offset <= entry.offset:
                 continue  # the entry was read after this statement: it is reflected already
+            if kind == "create" and ddl.if_not_exists and entry and entry.schema:
+                continue  # the table exists: the server did nothing
             before = _before(kind, entry)
             if kind == "swap" and before is None:
                 kind = "rename"  # a shadow onto a table binlake did not hold: rows it lacks
@@ -229,9 +232,10 @@ class SchemaTracker:
             database, name = ref.qualified(default_database)
             return name if database == self.database else None
 
+        kind = "unfollowable" if ddl.removes_rows else ddl.kind
         for ref in ddl.tables:
             if (name := mine(ref)) is not None:
-                yield name, ddl.kind
+                yield name, kind
         yield from _moves([(mine(old), mine(new)) for old, new in ddl.renames])
 
     def _schema_after(
@@ -256,7 +260,7 @@ class SchemaTracker:
         except SourceError as exc:
             raise SourceError(f"{table} changed at {offset}, uncapturable: {exc}") from None
         later = self._source.later_change(self.database, name, offset)
-        if later is None or before is None or kind not in ("alter", "truncate"):
+        if later is None or before is None or kind not in ("alter", "truncate", "unfollowable"):
             return now
         if kind == "truncate":
             return before
@@ -284,8 +288,8 @@ def _short(statement: str) -> str:
 def _before(kind: str, entry: SchemaEntry | None) -> TableSchema | None:
     """The layout a change starts from: none for a name another table's rows now hold; a
     parked table's layout for the shadow that takes its name back."""
-    if entry is None or kind == "rename":
-        return None
+    if entry is None or kind in ("rename", "create"):
+        return None  # CREATE OR REPLACE: the old table and its rows are gone
     if kind == "swap":
         return entry.schema or entry.parked
     return entry.schema

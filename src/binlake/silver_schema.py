@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.config import Config
+from binlake.ddl import parse_ddl
 from binlake.errors import SchemaChangeError
 from binlake.lake import LakeTable, column_mapping, column_name
 from binlake.offsets import BinlogOffset, position_token
@@ -65,6 +66,13 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
     if after is None:
         _gone(change)
         return
+    if change.kind == "unfollowable":
+        removed = getattr(parse_ddl(change.statement), "removes_rows", "a statement")
+        raise SchemaChangeError(
+            f"{change.table} changed {change.where()}: {removed} removes or replaces rows with no "
+            "row events in the binlog, which silver cannot follow. The stream stopped before it: "
+            f"{_remedy(change)}"
+        )
     silver = silver_table(config, after)
     if silver.exists(spark) and _applied(spark, silver, change.offset):
         log.info("%s %s: already in silver (a replayed batch)", change.table, change.where())
@@ -169,14 +177,21 @@ def _apply_column_change(
         for side in _image_sides_holding(spark, changelog, change.column):
             _widen(spark, changelog, f"{side}.{column_name(change.column)}", change.new_type)
     if change.kind in ("add", "rename"):
-        changelog = changelog_table(config, after)
         kind = change.new_type if change.kind == "add" else change.old_type
-        for side in _image_sides_holding(spark, changelog, change.column):
-            images = changelog.schema(spark)
-            assert images is not None
-            image = images[side].dataType
-            assert isinstance(image, T.StructType)
-            _make_room(spark, changelog, f"{side}.", change.column, kind, image)
+        _make_room_in_changelog(spark, config, after, change.column, kind)
+
+
+def _make_room_in_changelog(
+    spark: SparkSession, config: Config, after: TableSchema, column: str, kind: T.DataType | None
+) -> None:
+    """`_make_room` in the changelog's images, which keep every column they ever held."""
+    changelog = changelog_table(config, after)
+    for side in _image_sides_holding(spark, changelog, column):
+        images = changelog.schema(spark)
+        assert images is not None
+        image = images[side].dataType
+        assert isinstance(image, T.StructType)
+        _make_room(spark, changelog, f"{side}.", column, kind, image)
 
 
 def _field(columns: T.StructType, name: str) -> T.StructField | None:
@@ -294,10 +309,16 @@ def _bring_in(
             "then captures it"
         )
     if silver.exists(spark):
-        # Created again after a DROP: the new table starts empty.
+        # Created again (after a DROP, or by CREATE OR REPLACE): the new table starts empty, and
+        # its Change Data Feed shows the old rows' deletes.
         silver.delta(spark).delete()
+        held = data_columns(spark, silver) or T.StructType([])
         for field in spark_schema(after).fields:
-            _add_column(spark, silver, after, field.name, field.dataType)
+            _make_room(spark, silver, "", field.name, field.dataType, held)
+            _make_room_in_changelog(spark, config, after, field.name, field.dataType)
+            same = _field(held, field.name)
+            if same is None or same.dataType != field.dataType:
+                _add_column(spark, silver, after, field.name, field.dataType)
     else:
         ensure_silver(spark, config, after, from_bronze=False)
     log.info("%s created %s: captured from its first row", change.table, change.where())

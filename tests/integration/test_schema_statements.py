@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from delta.tables import DeltaTable
 
 from binlake import jobs
+from binlake.errors import SchemaChangeError
 
 from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
 
@@ -59,3 +61,55 @@ def test_statements_that_used_to_wedge_or_coerce_land_as_the_source_has_them(
         except AssertionError as exc:
             raise AssertionError(f"after {name}: {exc}") from None
     assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_create_or_replace_empties_and_refills_silver_with_the_deletes_in_its_feed(
+    spark: Any, sql: Any, make_config: Any, racer: Any
+) -> None:
+    """On main CREATE OR REPLACE was read as an ALTER: silver kept every old row."""
+    seed_items(sql, 300)
+    config = make_config()
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    silver_path = config.lake.path("silver", config.source.database, "items")
+    with racer():
+        sql(
+            "CREATE OR REPLACE TABLE items (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, "
+            "qty INT NOT NULL, price VARCHAR(12) NULL, note VARCHAR(10) NULL)"
+        )
+        sql("INSERT INTO items SELECT seq, 'new', seq, 'p', NULL FROM seq_1_to_50")
+        sql("CREATE TABLE IF NOT EXISTS items (id INT PRIMARY KEY)")  # the server does nothing
+        sql("UPDATE items SET qty = qty + 1 WHERE id % 3 = 0")
+    jobs.stream(spark, config, available_now=True)
+    assert "price__dropped_1" in assert_silver_is_source(spark, sql, config, "items")
+    history = DeltaTable.forPath(spark, silver_path).history()
+    [emptied] = [r["version"] for r in history.where("operation = 'DELETE'").collect()]
+    feed = (
+        spark.read.format("delta").option("readChangeFeed", "true")
+        .option("startingVersion", emptied).option("endingVersion", emptied).load(silver_path)
+    )  # fmt: skip
+    assert feed.where("_change_type = 'delete' AND name LIKE 'item%'").count() > 200
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_a_partition_dropped_stops_the_stream_with_the_remedy(
+    spark: Any, sql: Any, make_config: Any, racer: Any
+) -> None:
+    """DROP PARTITION removes rows with no row events: on main silver kept them silently."""
+    sql(
+        "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, qty INT NOT NULL, "
+        "price DECIMAL(10,2) NOT NULL, note VARCHAR(10) NULL) PARTITION BY RANGE (id) "
+        "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN MAXVALUE)"
+    )
+    sql("INSERT INTO items SELECT seq, 'p', seq, 1.25, NULL FROM seq_1_to_300")
+    config = make_config()
+    with racer():
+        jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    sql("ALTER TABLE items DROP PARTITION p0")
+    with pytest.raises(SchemaChangeError, match=r"DROP PARTITION removes .*--tables items --reset"):
+        jobs.stream(spark, config, available_now=True)
+    with racer():
+        jobs.snapshot(spark, config, ["items"], reset=True)
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")

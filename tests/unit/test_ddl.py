@@ -246,8 +246,21 @@ def test_statements_that_change_no_table_are_none(statement: str) -> None:
         ("ALTER TABLE t /*!50100 RENAME */ TO u", alter(renames=((t, u),))),
         ("DROP TABLE /*!40000 IF EXISTS a */", Ddl("drop", (ref("a"),))),
         # ALTER ... EXCHANGE PARTITION swaps rows with a second table.
-        ("ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE db.u", Ddl("alter", (t, ref("db.u")))),
-        ("ALTER TABLE t TRUNCATE PARTITION p0", alter()),
+        (
+            "ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE db.u",
+            Ddl("alter", (t, ref("db.u")), removes_rows="EXCHANGE PARTITION"),
+        ),
+        (
+            "ALTER TABLE t TRUNCATE PARTITION p0",
+            Ddl("alter", (t,), removes_rows="TRUNCATE PARTITION"),
+        ),
+        ("ALTER TABLE t DROP PARTITION p0, p1", Ddl("alter", (t,), removes_rows="DROP PARTITION")),
+        ("ALTER TABLE t DISCARD TABLESPACE", Ddl("alter", (t,), removes_rows="DISCARD TABLESPACE")),
+        (
+            "ALTER TABLE t REORGANIZE PARTITION p0 INTO (PARTITION p0a VALUES LESS THAN (5))",
+            alter(),
+        ),
+        ("ALTER TABLE t COALESCE PARTITION 2", alter()),
         (
             "ALTER TABLE t PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10), "
             "PARTITION p1 VALUES LESS THAN MAXVALUE)",
@@ -261,7 +274,7 @@ def test_statements_that_change_no_table_are_none(statement: str) -> None:
         # CREATE TABLE.
         ("CREATE TABLE t (a INT)", Ddl("create", (t,))),
         ("create table `db`.`t`(a int, b decimal(10,2))", Ddl("create", (ref("db.t"),))),
-        ("CREATE TABLE IF NOT EXISTS t (a INT)", Ddl("create", (t,))),
+        ("CREATE TABLE IF NOT EXISTS t (a INT)", Ddl("create", (t,), if_not_exists=True)),
         ("CREATE TABLE t LIKE u", Ddl("create", (t,))),
         ("CREATE TABLE t (LIKE u)", Ddl("create", (t,))),
         ("CREATE TABLE t AS SELECT * FROM u", Ddl("create", (t,))),
