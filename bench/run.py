@@ -226,7 +226,8 @@ class Bench:
         from binlake.chunk_reader import ChunkReader
         from binlake.chunks import ChunkRange
         from binlake.snapshot import with_resolved_password
-        from binlake.source import connection, validate
+        from binlake.source import connection
+        from binlake.validation import validate
 
         config = self.config(WORK, 1)
         source = with_resolved_password(config.source)
@@ -298,7 +299,8 @@ def silver_fingerprint(spark, config, table=None) -> dict[str, int]:
     """Count, column sums and key range of silver's `table` (the config's only table if None):
     what `bench.data.table_fingerprint` computes on the source."""
     from binlake.silver import silver_table
-    from binlake.source import connection, validate
+    from binlake.source import connection
+    from binlake.validation import validate
 
     if table is None:
         with connection(config.source) as conn:
@@ -353,7 +355,8 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     from bench.data import make_burst, table_fingerprint
     from binlake import jobs
     from binlake.silver import silver_table
-    from binlake.source import connection, validate
+    from binlake.source import connection
+    from binlake.validation import validate
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
@@ -448,7 +451,8 @@ def merge_floor(bench: Bench, spark, config, version_before: int, start, end) ->
     same work."""
     from delta.tables import DeltaTable
 
-    from binlake.source import connection, validate
+    from binlake.source import connection
+    from binlake.validation import validate
 
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
@@ -563,7 +567,8 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
 
     from binlake import jobs
     from binlake.silver import silver_table
-    from binlake.source import connection, validate
+    from binlake.source import connection
+    from binlake.validation import validate
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
@@ -705,7 +710,8 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
     )
     from binlake import jobs
     from binlake.sink import APPLY_THREADS
-    from binlake.source import connection, validate
+    from binlake.source import connection
+    from binlake.validation import validate
 
     n = env_int("BENCH_TABLES", 200)
     per = env_int("BENCH_TABLE_ROWS", 1000)
@@ -910,7 +916,8 @@ def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
     from binlake.binlog import _open, read_changes
     from binlake.offsets import BinlogOffset
     from binlake.snapshot import with_resolved_password
-    from binlake.source import connection, validate
+    from binlake.source import connection
+    from binlake.validation import validate
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
@@ -960,8 +967,9 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     from bench.profile import profile, snapshot_work, stream_work
     from binlake.ledger import Ledger
     from binlake.snapshot import ledger_path, with_resolved_password
-    from binlake.source import connection, validate
+    from binlake.source import connection
     from binlake.stream import chunk_marks, stream_spec
+    from binlake.validation import validate
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)

@@ -31,15 +31,9 @@ from binlake.errors import BinlogPurgedError, SourceConnectionError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition
 from binlake.reconnect import MAX_BACKOFF_S, is_transient
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
+from binlake.schema import Column, TableSchema
 from binlake.schema_history import SchemaChange, SchemaTracker
-from binlake.source import (
-    Column,
-    Connection,
-    TableSchema,
-    binlog_files,
-    connection,
-    tls_options,
-)
+from binlake.source import Connection, binlog_files, connection, tls_options
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from binlake.source import TableSchema
+from binlake.schema import TableSchema
 from binlake.typemap import map_table
 
 DDL = "ddl"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from binlake.offsets import ChangePosition
 
 if TYPE_CHECKING:
-    from binlake.source import TableSchema
+    from binlake.schema import TableSchema
 
 Row = tuple[Any, ...]
 RowKey = tuple[Any, ...]

@@ -39,9 +39,9 @@ from binlake.errors import SourceError
 from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
 from binlake.reconnect import is_transient, reconnecting
+from binlake.schema import TableSchema
 from binlake.source import (
     BulkDriver,
-    TableSchema,
     bulk_connect,
     connection,
     current_offset,

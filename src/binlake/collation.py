@@ -25,7 +25,8 @@ from typing import Any
 import pymysql
 
 from binlake.errors import SourceError
-from binlake.source import Column, query
+from binlake.schema import Column
+from binlake.source import query
 
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 _BATCH = 500

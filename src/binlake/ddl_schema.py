@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from binlake.ddl import Parser, Token, Unparseable, tokenize
-from binlake.source import Column, TableSchema
+from binlake.schema import Column, TableSchema
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ import pymysql
 from binlake.chunks import ChunkRange, distribution_factor, plan_even, plan_uneven
 from binlake.collation import CollationOrder, needs_collation
 from binlake.config import SnapshotConfig
-from binlake.source import TableSchema, query
+from binlake.schema import TableSchema
+from binlake.source import query
 from binlake.typemap import enum_values, split_key
 
 log = logging.getLogger(__name__)

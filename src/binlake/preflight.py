@@ -1,7 +1,7 @@
 """Checks the CLI runs before it starts Spark: a bad source or lake root ends in one line, in
 seconds, with no JVM started and nothing written.
 
-The source checks are the jobs' own (`source.validate`, and `--tables` as the snapshot resolves
+The source checks are the jobs' own (`validation.validate`, and `--tables` as the snapshot resolves
 it), so the CLI refuses exactly what the jobs would refuse, only earlier; the jobs keep running
 them for callers that skip the CLI. Added here, where no job depends on them: the lake root must
 be writable, and `source.server_id_range` must not hold a server id the replication topology
@@ -18,7 +18,8 @@ import pymysql
 
 from binlake.config import Config, LakeConfig, SourceConfig
 from binlake.errors import LakeError, SourceError
-from binlake.source import ER_SPECIFIC_ACCESS_DENIED, connection, query, validate
+from binlake.source import ER_SPECIFIC_ACCESS_DENIED, connection, query
+from binlake.validation import validate
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def preflight(
     config: Config, writes_lake: bool, only: list[str] | None = None, server_id: int | None = None
 ) -> None:
     """Run every check that needs no Spark; `only` are the snapshot's `--tables`, `server_id`
-    the job's own first binlog reader (`source.validate`)."""
+    the job's own first binlog reader (`validation.validate`)."""
     if writes_lake:
         check_lake(config)
     # No waiting for a source that was never reached: that is a wrong host, port or password.

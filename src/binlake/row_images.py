@@ -29,7 +29,7 @@ from pymysqlreplication.json_binary import parse_json
 
 from binlake.charsets import text_codec
 from binlake.errors import SourceError
-from binlake.source import Column, TableSchema
+from binlake.schema import Column, TableSchema
 from binlake.typemap import ADDRESS_TYPES, enum_values, json_text, map_column
 
 Row = tuple[Any, ...]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pyspark.sql import types as T
 
 from binlake.ddl import parse_ddl
-from binlake.source import TableSchema
+from binlake.schema import TableSchema
 from binlake.typemap import spark_schema
 
 

@@ -28,8 +28,9 @@ from binlake.ddl_schema import Charsets, schema_after_alter
 from binlake.errors import SchemaChangeError, SourceError
 from binlake.lake_files import LakeFiles, join
 from binlake.offsets import BinlogOffset
+from binlake.schema import TableSchema
 from binlake.shadow_tables import is_shadow_of
-from binlake.source import TableSchema, captured_by
+from binlake.source import captured_by
 from binlake.typemap import map_table
 
 if TYPE_CHECKING:

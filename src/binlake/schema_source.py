@@ -19,13 +19,8 @@ from binlake.charsets import charmap
 from binlake.ddl import parse_ddl
 from binlake.ddl_schema import Charsets
 from binlake.offsets import BinlogOffset
-from binlake.source import (
-    TableSchema,
-    binlog_files,
-    current_offset,
-    load_schema_if_exists,
-    query,
-)
+from binlake.schema import TableSchema
+from binlake.source import binlog_files, current_offset, load_schema_if_exists, query
 
 _USE = re.compile(r"use `((?:[^`]|``)*)`; (.*)", re.DOTALL)
 

@@ -24,9 +24,9 @@ from binlake.ddl import parse_ddl
 from binlake.errors import SchemaChangeError
 from binlake.lake import LakeTable, column_mapping, column_name
 from binlake.offsets import BinlogOffset, position_token
+from binlake.schema import TableSchema
 from binlake.schema_changes import ColumnChange, column_changes, unapplicable
 from binlake.silver import changelog_table, data_columns, ensure_silver, silver_table
-from binlake.source import TableSchema
 from binlake.typemap import spark_schema
 
 log = logging.getLogger(__name__)

@@ -30,11 +30,11 @@ from binlake.errors import BinlakeError
 from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset, position_token
+from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import TableApply, data_columns, ensure_silver, silver_table, timed
 from binlake.silver_schema import SchemaChangeRecord, apply_schema_change
 from binlake.snapshot import ledger_path
-from binlake.source import TableSchema
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, read_range
 
 log = logging.getLogger(__name__)

@@ -39,9 +39,11 @@ from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
+from binlake.schema import TableSchema
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
-from binlake.source import TableSchema, bulk_driver, connection, current_offset, validate
+from binlake.source import bulk_driver, connection, current_offset
 from binlake.typemap import spark_schema
+from binlake.validation import validate
 
 log = logging.getLogger(__name__)
 

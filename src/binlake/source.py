@@ -1,4 +1,4 @@
-"""The source database: connections, the binlog head, validation and table discovery.
+"""The source database: connections, the binlog head, server settings and table discovery.
 
 Everything here talks to MySQL/MariaDB through PyMySQL with bound parameters; identifiers are
 quoted by `quote` and never come from row values.
@@ -11,8 +11,7 @@ import re
 import ssl
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 import pymysql
@@ -24,7 +23,9 @@ from binlake.config import Config, SourceConfig, TlsMode
 from binlake.errors import ConfigError, SourceConnectionError, SourceError
 from binlake.offsets import BinlogOffset
 from binlake.reconnect import reconnecting
+from binlake.schema import Column, TableSchema
 from binlake.shadow_tables import is_shadow_name
+from binlake.typemap import map_table
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +44,6 @@ CLIENT_SSL = 2048
 _FLOATING = {"float", "double", "real"}
 #: MariaDB types whose order is not the order of their text (the value's landed form).
 _UNORDERED = {"inet4", "inet6", "uuid"}
-
-
-def quote(identifier: str) -> str:
-    """Quote a MySQL identifier for binlake's SQL text (the one place SQL names are built from
-    strings).
-
-    Backticks double inside the backticks, and so does `%`: binlake runs all SQL text with a
-    parameter tuple (`query`, the chunk SELECT; an empty tuple when nothing is bound), and both
-    drivers %-format that text, turning `%%` back into `%`. A name such as `tab%s` would
-    otherwise consume a parameter or fail the formatting.
-    """
-    return typed_identifier(identifier).replace("%", "%%")
-
-
-def typed_identifier(identifier: str) -> str:
-    """A quoted MySQL identifier as a person types it (in advice such as a GRANT statement)."""
-    return "`" + identifier.replace("`", "``") + "`"
 
 
 def _session_options(source: SourceConfig) -> dict[str, Any]:
@@ -429,97 +413,7 @@ def binlog_files(conn: pymysql.Connection) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Table schemas
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One source column, as information_schema describes it."""
-
-    name: str
-    data_type: str  # lower case: int, bigint, decimal, varchar, datetime, ...
-    column_type: str  # full type: "bigint(20) unsigned", "decimal(10,2)", "enum('a','b')"
-    nullable: bool
-    precision: int | None = None
-    scale: int | None = None
-    datetime_precision: int | None = None
-    charset: str | None = None
-    collation: str | None = None
-    #: Single-byte charsets: the server's decoding of each byte (`binlake.charsets`).
-    charmap: str | None = None
-    #: COLUMN_DEFAULT as the server reports it (a literal, `NULL`, or an expression).
-    default: str | None = None
-
-    @property
-    def unsigned(self) -> bool:
-        return "unsigned" in self.column_type.lower()
-
-
-@dataclass(frozen=True)
-class TableSchema:
-    """A captured table: its columns in ordinal order, its row key and its split column."""
-
-    database: str
-    name: str
-    columns: tuple[Column, ...]
-    key: tuple[str, ...]  # primary key, or the unique split key of a key-less table
-    split_column: str
-
-    # Asked once per binlog change by the stream's filter: computed once per schema.
-    @cached_property
-    def qualified(self) -> str:
-        return f"{self.database}.{self.name}"
-
-    @property
-    def sql_name(self) -> str:
-        return f"{quote(self.database)}.{quote(self.name)}"
-
-    @property
-    def typed_name(self) -> str:
-        """The quoted name to show in advice (`sql_name` is for binlake's own SQL text)."""
-        return f"{typed_identifier(self.database)}.{typed_identifier(self.name)}"
-
-    def column(self, name: str) -> Column:
-        for column in self.columns:
-            if column.name == name:
-                return column
-        raise KeyError(name)
-
-    @cached_property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
-
-    @cached_property
-    def key_indexes(self) -> tuple[int, ...]:
-        names = self.column_names
-        return tuple(names.index(k) for k in self.key)
-
-    def key_of(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The row key of a row tuple in column order."""
-        return tuple(row[i] for i in self.key_indexes)
-
-    @cached_property
-    def split_index(self) -> int:
-        return self.column_names.index(self.split_column)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "database": self.database,
-            "name": self.name,
-            "columns": [asdict(c) for c in self.columns],
-            "key": list(self.key),
-            "split_column": self.split_column,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TableSchema:
-        return cls(
-            data["database"],
-            data["name"],
-            tuple(Column(**c) for c in data["columns"]),
-            tuple(data["key"]),
-            data["split_column"],
-        )
+# Table discovery
 
 
 def _table_names(conn: pymysql.Connection, database: str) -> list[str]:
@@ -637,8 +531,6 @@ def load_schema_if_exists(
     if table not in _table_names(conn, database):
         return None
     schema = load_schema(conn, database, table, split_keys)
-    from binlake.typemap import map_table  # the value model builds on this module
-
     map_table(schema)  # refuses a column type binlake cannot land
     return schema
 
@@ -824,60 +716,3 @@ def check_low_watermark(conn: pymysql.Connection) -> None:
             "each chunk's low watermark at or before its read view (set gtid_mode=ON and "
             "enforce_gtid_consistency=ON in the server's config and restart it)"
         )
-
-
-def check_privileges(
-    conn: pymysql.Connection, source: SourceConfig, tables: list[TableSchema], server_id: int
-) -> None:
-    """Ask the server, by doing what the job does, instead of reading `SHOW GRANTS`: its text
-    misses privileges that come through roles and varies between servers and versions.
-
-    The binlog position (BINLOG MONITOR / REPLICATION CLIENT) is read by `validate` already; here
-    a short non-blocking binlog dump from the head (REPLICATION SLAVE) and a `LIMIT 0` SELECT of
-    each table. Each refusal names the missing grant as the GRANT statement that adds it.
-    """
-    from binlake.binlog import check_binlog_dump  # the binlog reader builds on this module
-
-    account = current_account(conn)
-    check_binlog_dump(source, server_id, current_offset(conn), account)
-    for table in tables:
-        try:
-            query(conn, f"SELECT * FROM {table.sql_name} LIMIT 0")
-        except pymysql.err.MySQLError as exc:
-            if exc.args and exc.args[0] in (ER_TABLEACCESS_DENIED, ER_COLUMNACCESS_DENIED):
-                raise SourceError(
-                    f"the source user {account} may not SELECT every column of "
-                    f"{table.qualified}: run `GRANT SELECT ON {table.typed_name} TO {account}` "
-                    "(MariaDB and MySQL alike)"
-                ) from None
-            raise
-
-
-def validate(
-    conn: pymysql.Connection, config: Config, server_id: int | None = None
-) -> list[TableSchema]:
-    """Check everything the snapshot and the stream rely on, before any work starts.
-
-    `server_id` is the replica id of the job's own first binlog reader, which the privilege
-    check's binlog dump borrows (the snapshot's first chunk reader by default; the stream
-    passes its own): that reader has not started yet, and no other binlake job uses it, so
-    the probe evicts no one (the server drops an older dump connection with the same id).
-    """
-    check_binlog_settings(conn)
-    current_offset(conn)
-    check_low_watermark(conn)
-    tables = discover(conn, config)
-    if not tables:
-        raise SourceError(f"database {config.source.database!r} has no tables to capture")
-    if server_id is None:
-        server_id = config.snapshot_server_id(0)
-    check_privileges(conn, config.source, tables, server_id)
-    # Imported here: the value model builds on this module's Column/TableSchema.
-    from binlake.typemap import map_table
-
-    for table in tables:
-        try:
-            map_table(table)
-        except SourceError as exc:
-            raise SourceError(f"table {table.qualified}: {exc}") from None
-    return tables

@@ -25,6 +25,7 @@ from binlake.lake import create_schemas
 from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
+from binlake.schema import TableSchema
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
@@ -36,14 +37,9 @@ from binlake.snapshot import (
     schema_root,
     with_resolved_password,
 )
-from binlake.source import (
-    TableSchema,
-    connection,
-    current_offset,
-    logs_column_names,
-    validate,
-)
+from binlake.source import connection, current_offset, logs_column_names
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
+from binlake.validation import validate
 
 log = logging.getLogger(__name__)
 

@@ -39,6 +39,7 @@ from binlake.errors import SourceError
 from binlake.lake_files import ArrowFiles
 from binlake.offsets import BinlogOffset, position_token
 from binlake.planner import key_order
+from binlake.schema import TableSchema
 from binlake.schema_history import (
     SchemaChange,
     SchemaEntry,
@@ -47,7 +48,7 @@ from binlake.schema_history import (
     StreamTables,
 )
 from binlake.schema_source import ServerSchemas
-from binlake.source import TableSchema, connection, current_offset
+from binlake.source import connection, current_offset
 from binlake.watermarks import TableWatermarks, WatermarkFilter
 
 _FILTER_BLOCK = 8192  # changes per collation-weight round trip and per Arrow batch

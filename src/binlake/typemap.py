@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.errors import SourceError
-from binlake.source import Column, TableSchema, quote
+from binlake.schema import Column, TableSchema, quote
 
 Normalizer = Callable[[Any], Any]
 

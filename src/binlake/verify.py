@@ -25,9 +25,11 @@ from binlake.config import Config, SourceConfig
 from binlake.lake import column_name
 from binlake.ledger import ChunkState, Ledger
 from binlake.planner import key_order
+from binlake.schema import TableSchema
 from binlake.silver import silver_table
 from binlake.snapshot import ledger_path, read_chunks, with_resolved_password
-from binlake.source import TableSchema, connection, validate
+from binlake.source import connection
+from binlake.validation import validate
 
 
 @dataclass(frozen=True)

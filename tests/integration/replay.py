@@ -22,7 +22,8 @@ import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from binlake.source import TableSchema, load_schema
+from binlake.schema import TableSchema
+from binlake.source import load_schema
 from binlake.typemap import map_table
 
 ROOT = Path(__file__).resolve().parents[2]

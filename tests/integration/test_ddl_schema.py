@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from binlake.ddl_schema import schema_after_alter
+from binlake.schema import TableSchema
 from binlake.schema_source import ServerSchemas
-from binlake.source import TableSchema, load_schema
+from binlake.source import load_schema
 
 from .replay import connect
 

@@ -21,7 +21,8 @@ import pytest
 
 from binlake import jobs
 from binlake.errors import SourceError
-from binlake.source import connection, validate
+from binlake.source import connection
+from binlake.validation import validate
 from binlake.verify import verify_silver
 
 from .replay import Oracle, Writers, connect, head_offset

@@ -18,7 +18,8 @@ import pytest
 
 from binlake import jobs
 from binlake.errors import SourceError
-from binlake.source import connection, validate
+from binlake.source import connection
+from binlake.validation import validate
 
 from .test_stream import assert_silver_equals_source
 

@@ -14,7 +14,8 @@ import yaml
 
 from binlake.errors import SourceError
 from binlake.snapshot import run_snapshot
-from binlake.source import connection, validate
+from binlake.source import connection
+from binlake.validation import validate
 
 from .replay import Oracle, connect, subprocess_env
 from .test_snapshot import assert_bronze_equals_source

@@ -22,6 +22,7 @@ from binlake import silver
 from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
 from binlake.config import Config, parse_config
 from binlake.offsets import BinlogOffset, position_token
+from binlake.schema import Column, TableSchema
 from binlake.silver import (
     MERGE_KEY_LIST_LIMIT,
     OFFSET_COLUMN,
@@ -30,7 +31,6 @@ from binlake.silver import (
     ensure_silver,
     silver_table,
 )
-from binlake.source import Column, TableSchema
 from binlake.typemap import spark_schema
 
 pytestmark = pytest.mark.integration

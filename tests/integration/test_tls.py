@@ -23,7 +23,8 @@ from binlake.binlog import read_changes
 from binlake.config import Config, parse_config
 from binlake.errors import SourceError
 from binlake.offsets import BinlogOffset
-from binlake.source import Column, TableSchema, bulk_connection, connection
+from binlake.schema import Column, TableSchema
+from binlake.source import bulk_connection, connection
 from binlake.verify import verify_silver
 
 from .replay import Writers, connect

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 
 from binlake.change_record import ImageEncoder
-from binlake.source import Column, TableSchema
+from binlake.schema import Column, TableSchema
 
 
 def _table() -> TableSchema:

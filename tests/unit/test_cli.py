@@ -10,8 +10,8 @@ import pytest
 
 from binlake.cli import build_parser, main
 from binlake.errors import ConfigError
+from binlake.schema import Column, TableSchema
 from binlake.snapshot import chosen_tables
-from binlake.source import Column, TableSchema
 
 
 def _table(name: str) -> TableSchema:

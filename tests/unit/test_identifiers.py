@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from binlake.lake import column_mapping, column_name
-from binlake.source import quote, typed_identifier
+from binlake.schema import quote, typed_identifier
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from binlake.row_images import (
     decode_images,
     image_decoder,
 )
-from binlake.source import Column, TableSchema
+from binlake.schema import Column, TableSchema
 
 
 @dataclass

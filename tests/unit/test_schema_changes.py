@@ -10,11 +10,12 @@ from pyspark.sql import types as T
 from binlake.ddl_schema import Charsets
 from binlake.errors import SchemaChangeError
 from binlake.offsets import BinlogOffset
+from binlake.schema import Column, TableSchema
 from binlake.schema_changes import column_changes, unapplicable, widens
 from binlake.schema_history import SchemaEntry, SchemaTracker
 from binlake.schema_source import LoggedStatement
 from binlake.shadow_tables import is_shadow_name, is_shadow_of
-from binlake.source import Column, TableSchema, captured_by, select_tables
+from binlake.source import captured_by, select_tables
 
 
 def _column(

@@ -7,8 +7,8 @@ import pytest
 from binlake.chunks import ChunkRange
 from binlake.ledger import ChunkState, snapshot_rows
 from binlake.offsets import BinlogOffset
+from binlake.schema import Column, TableSchema
 from binlake.snapshot import chunk_results
-from binlake.source import Column, TableSchema
 
 TABLE = TableSchema("db", "t", (Column("id", "int", "int(11)", False),), ("id",), "id")
 BATCH = [ChunkState("db.t", i, "id", ChunkRange(i * 10, i * 10 + 10)) for i in (3, 4)]

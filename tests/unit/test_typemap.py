@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import types as T
 
 from binlake.errors import SourceError
-from binlake.source import Column
+from binlake.schema import Column
 from binlake.typemap import map_column
 
 

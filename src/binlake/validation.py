@@ -1,0 +1,79 @@
+"""The checks every job runs against the source before any work: binlog settings, the low
+watermark's guarantee, the tables and their keys, the privileges (asked of the server by doing
+what the job does) and the column types binlake can land.
+
+Kept apart from `source`, on which the binlog reader builds: the privilege check opens a binlog
+dump as the readers do.
+"""
+
+from __future__ import annotations
+
+import pymysql
+
+from binlake.binlog import check_binlog_dump
+from binlake.config import Config, SourceConfig
+from binlake.errors import SourceError
+from binlake.schema import TableSchema
+from binlake.source import (
+    ER_COLUMNACCESS_DENIED,
+    ER_TABLEACCESS_DENIED,
+    check_binlog_settings,
+    check_low_watermark,
+    current_account,
+    current_offset,
+    discover,
+    query,
+)
+from binlake.typemap import map_table
+
+
+def check_privileges(
+    conn: pymysql.Connection, source: SourceConfig, tables: list[TableSchema], server_id: int
+) -> None:
+    """Ask the server, by doing what the job does, instead of reading `SHOW GRANTS`: its text
+    misses privileges that come through roles and varies between servers and versions.
+
+    The binlog position (BINLOG MONITOR / REPLICATION CLIENT) is read by `validate` already; here
+    a short non-blocking binlog dump from the head (REPLICATION SLAVE) and a `LIMIT 0` SELECT of
+    each table. Each refusal names the missing grant as the GRANT statement that adds it.
+    """
+    account = current_account(conn)
+    check_binlog_dump(source, server_id, current_offset(conn), account)
+    for table in tables:
+        try:
+            query(conn, f"SELECT * FROM {table.sql_name} LIMIT 0")
+        except pymysql.err.MySQLError as exc:
+            if exc.args and exc.args[0] in (ER_TABLEACCESS_DENIED, ER_COLUMNACCESS_DENIED):
+                raise SourceError(
+                    f"the source user {account} may not SELECT every column of "
+                    f"{table.qualified}: run `GRANT SELECT ON {table.typed_name} TO {account}` "
+                    "(MariaDB and MySQL alike)"
+                ) from None
+            raise
+
+
+def validate(
+    conn: pymysql.Connection, config: Config, server_id: int | None = None
+) -> list[TableSchema]:
+    """Check everything the snapshot and the stream rely on, before any work starts.
+
+    `server_id` is the replica id of the job's own first binlog reader, which the privilege
+    check's binlog dump borrows (the snapshot's first chunk reader by default; the stream
+    passes its own): that reader has not started yet, and no other binlake job uses it, so
+    the probe evicts no one (the server drops an older dump connection with the same id).
+    """
+    check_binlog_settings(conn)
+    current_offset(conn)
+    check_low_watermark(conn)
+    tables = discover(conn, config)
+    if not tables:
+        raise SourceError(f"database {config.source.database!r} has no tables to capture")
+    if server_id is None:
+        server_id = config.snapshot_server_id(0)
+    check_privileges(conn, config.source, tables, server_id)
+    for table in tables:
+        try:
+            map_table(table)
+        except SourceError as exc:
+            raise SourceError(f"table {table.qualified}: {exc}") from None
+    return tables
