@@ -260,8 +260,10 @@ class SchemaTracker:
             now = self._source.read(self.database, name)
         except SourceError as exc:
             raise SourceError(f"{table} changed at {offset}, uncapturable: {exc}") from None
+        if before is None or kind not in ("alter", "truncate", "unfollowable"):
+            return now  # a table new to binlake, or a swap: the server's schema (see the README)
         later = self._source.later_change(self.database, name, offset)
-        if later is None or before is None or kind not in ("alter", "truncate", "unfollowable"):
+        if later is None:
             return now
         if kind == "truncate":
             return before

@@ -57,7 +57,7 @@ def test_pt_online_schema_change_under_racing_writes_is_followed_without_a_resna
     spark: Any, sql: Any, make_config: Any, racer: Any, db_env: dict[str, str], database: str,
     tmp_path: Path, tables: list[str] | None, stream_running: bool,
 ) -> None:  # fmt: skip
-    seed_items(sql, 2000)
+    seed_items(sql, 1000)
     config = make_config(source={"tables": tables}, stream={"trigger_interval": "1s"})
     with racer():
         jobs.snapshot(spark, config)

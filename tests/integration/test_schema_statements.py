@@ -58,8 +58,8 @@ def test_statements_that_used_to_wedge_or_coerce_land_as_the_source_has_them(
         jobs.stream(spark, config, available_now=True)
         try:
             assert_silver_is_source(spark, sql, config, "items")
-        except AssertionError as exc:
-            raise AssertionError(f"after {name}: {exc}") from None
+        except Exception as exc:  # chispa's error is not an AssertionError
+            raise AssertionError(f"silver differs from the source after {name}") from exc
     assert_changelog_holds_each_change_once(spark, config, "items")
 
 
