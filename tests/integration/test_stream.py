@@ -254,11 +254,12 @@ def test_silver_equals_source_after_concurrent_writes_during_snapshot_and_stream
     assert report.identical, report.differences
     assert set(report.tables) == {f"{database}.{t}" for t in TABLES}
 
-    # The race happened: chunks saw binlog between their watermarks and the stream had to drop
-    # changes the chunks already held.
+    # The race happened: the stream had to drop changes the chunks already held. (A chunk whose
+    # read itself raced a write, HW > LW, is printed but not required: a chunk's read takes
+    # milliseconds, so whether a paced writer lands inside one is chance. The snapshot tests
+    # check those chunks against a binlog replay.)
     evidence = {t: filtered_changes(spark, db_env, config, t) for t in TABLES}
     print(f"(chunks with HW > LW, changes in (min HW, max HW], dropped by the filter): {evidence}")
-    assert any(raced for raced, _, _ in evidence.values())
     assert any(dropped > 0 for _, _, dropped in evidence.values())
     assert all(dropped >= 0 for _, _, dropped in evidence.values())
 
