@@ -869,7 +869,7 @@ def bronze_floor(spark, config, tables, root: Path) -> float:
     Delta table, as many tables at once as binlake's snapshot ran (`config.table_slots`). No
     MySQL, no watermarks, no ledger, no Delta read: what Delta's per-table write costs in this
     session."""
-    from binlake.snapshot import bronze_table
+    from binlake.lake import bronze_table
 
     rows = {t.name: bronze_table(config, t).read(spark).toArrow() for t in tables}
 

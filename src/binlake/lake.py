@@ -24,10 +24,13 @@ from typing import Literal, TypeVar
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql import types as T
 from pyspark.sql.types import StructType
 
-from binlake.config import LakeConfig
+from binlake.config import Config, LakeConfig
 from binlake.errors import ConfigError, LakeError
+from binlake.schema import TableSchema
+from binlake.typemap import spark_schema
 
 Layer = Literal["bronze", "silver"]
 _Opened = TypeVar("_Opened")
@@ -160,6 +163,24 @@ def lake_table(lake: LakeConfig, layer: Layer, database: str, name: str) -> Lake
             f"{problem}"
         )
     return CatalogTable(lake.catalog, lake.catalog_schema(layer, database), name)
+
+
+#: Bronze's own columns after the table's: the chunk a row was read in and that chunk's HW.
+BRONZE_COLUMNS = T.StructType(
+    [
+        T.StructField("_chunk_id", T.IntegerType(), True),
+        T.StructField("_hw_file", T.StringType(), True),
+        T.StructField("_hw_pos", T.LongType(), True),
+    ]
+)
+
+
+def bronze_table(config: Config, table: TableSchema) -> LakeTable:
+    return lake_table(config.lake, "bronze", table.database, table.name)
+
+
+def bronze_schema(table: TableSchema) -> T.StructType:
+    return T.StructType(spark_schema(table).fields + BRONZE_COLUMNS.fields)
 
 
 def create_schemas(spark: SparkSession, lake: LakeConfig, database: str) -> None:

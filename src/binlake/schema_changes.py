@@ -8,13 +8,20 @@ one that appeared are one column renamed, so renames come from the statement (`d
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.ddl import parse_ddl
+from binlake.lake import column_name
 from binlake.schema import TableSchema
 from binlake.typemap import spark_schema
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -124,3 +131,48 @@ def unapplicable(before: TableSchema, after: TableSchema, changes: list[ColumnCh
                     "(narrowing) or is another kind of value"
                 )
     return ""
+
+
+def literal_default(table: TableSchema, column: str) -> str | None:
+    """The column's default as text Spark can cast, or None (no default, or an expression such
+    as CURRENT_TIMESTAMP, whose value for existing rows the server does not report)."""
+    try:
+        text = table.column(column).default
+    except KeyError:
+        return None
+    if text is None or text.upper() == "NULL":
+        return None
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", text):
+        return text
+    log.warning(
+        "%s.%s defaults to the expression %s: rows that existed before it was added read NULL "
+        "in the lake",
+        table.qualified, column, text,
+    )  # fmt: skip
+    return None
+
+
+def rows_after(
+    rows: DataFrame, before: TableSchema, after: TableSchema, statement: str
+) -> DataFrame:
+    """`rows` (in `before`'s layout) as the DDL left them, in `after`'s layout: an added column
+    holds the source's literal default (what the server gave the rows it held), a renamed one
+    its old values, a widened one its values cast; dropped columns go. Columns of `rows` beyond
+    `before`'s (bronze's own) follow unchanged."""
+    changes = column_changes(before, after, statement)
+    renamed = {c.column: c.old_name for c in changes if c.kind == "rename"}
+    moved = {name.lower() for name in renamed.values() if name is not None}
+    spelled = {n.lower(): n for n in before.column_names if n.lower() not in moved}
+    data = []
+    for field in spark_schema(after).fields:
+        source = renamed.get(field.name) or spelled.get(field.name.lower())
+        value = (
+            F.col(column_name(source))
+            if source is not None
+            else F.lit(literal_default(after, field.name))
+        )
+        data.append(value.cast(field.dataType).alias(field.name))
+    extra = [F.col(column_name(n)) for n in rows.columns if n not in before.column_names]
+    return rows.select(*data, *extra)

@@ -24,9 +24,8 @@ from pyspark.sql import types as T
 
 from binlake.change_record import typed_image
 from binlake.config import Config
-from binlake.lake import LakeTable, column_mapping, column_name, lake_table
+from binlake.lake import LakeTable, bronze_table, column_mapping, column_name, lake_table
 from binlake.schema import TableSchema
-from binlake.snapshot import bronze_table
 from binlake.typemap import exact_key, key_literal, spark_schema
 
 log = logging.getLogger(__name__)

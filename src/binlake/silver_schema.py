@@ -12,7 +12,6 @@ the remedy. The changelog only grows: new columns join its images (`mergeSchema`
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -25,7 +24,7 @@ from binlake.errors import SchemaChangeError
 from binlake.lake import LakeTable, column_mapping, column_name
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
-from binlake.schema_changes import ColumnChange, column_changes, unapplicable
+from binlake.schema_changes import ColumnChange, column_changes, literal_default, unapplicable
 from binlake.silver import changelog_table, data_columns, ensure_silver, silver_table
 from binlake.typemap import spark_schema
 
@@ -257,31 +256,10 @@ def _add_column(
             _enable_column_mapping(spark, silver)
         kind_sql = kind.simpleString()
         spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({column_name(column)} {kind_sql})")
-    default = _literal_default(after, column)
+    default = literal_default(after, column)
     if default is not None or held:
         value = F.lit(default).cast(kind)
         silver.delta(spark).update(set={column_name(column): value})
-
-
-def _literal_default(table: TableSchema, column: str) -> str | None:
-    """The column's default as text Spark can cast, or None (no default, or an expression such
-    as CURRENT_TIMESTAMP, whose value for existing rows the server does not report)."""
-    try:
-        text = table.column(column).default
-    except KeyError:
-        return None
-    if text is None or text.upper() == "NULL":
-        return None
-    if len(text) >= 2 and text[0] == text[-1] == "'":
-        return text[1:-1].replace("''", "'")
-    if re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", text):
-        return text
-    log.warning(
-        "%s.%s defaults to the expression %s: rows that existed before it was added read NULL "
-        "in silver",
-        table.qualified, column, text,
-    )  # fmt: skip
-    return None
 
 
 def _enable_column_mapping(spark: SparkSession, table: LakeTable) -> None:

@@ -28,32 +28,30 @@ import pymysql
 from pyspark import TaskContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
 
 from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
 from binlake.errors import ConfigError, SourceError, carried_by
-from binlake.lake import LakeTable, column_mapping, create_schemas, lake_table
+from binlake.lake import (
+    BRONZE_COLUMNS,
+    bronze_schema,
+    bronze_table,
+    column_mapping,
+    create_schemas,
+)
 from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
 from binlake.schema import TableSchema
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
+from binlake.snapshot_ddl import DdlWatch, FollowedTable
 from binlake.source import bulk_driver, connection, current_offset
-from binlake.typemap import spark_schema
 from binlake.validation import validate
 
 log = logging.getLogger(__name__)
 
-BRONZE_COLUMNS = T.StructType(
-    [
-        T.StructField("_chunk_id", T.IntegerType(), True),
-        T.StructField("_hw_file", T.StringType(), True),
-        T.StructField("_hw_pos", T.LongType(), True),
-    ]
-)
 #: What a task reports per chunk it read: (chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows).
 ChunkReport = tuple[int, str, int, str, int, int]
 
@@ -67,10 +65,6 @@ class _Reports(AccumulatorParam[list[ChunkReport]]):
         return a
 
 
-def bronze_table(config: Config, table: TableSchema) -> LakeTable:
-    return lake_table(config.lake, "bronze", table.database, table.name)
-
-
 def ledger_path(config: Config) -> str:
     return config.lake.path("_system", "chunks")
 
@@ -81,10 +75,6 @@ def schema_root(config: Config) -> str:
 
 def schema_history(spark: SparkSession, config: Config) -> SchemaHistory:
     return SchemaHistory(schema_root(config), HadoopFiles(spark))
-
-
-def bronze_schema(table: TableSchema) -> T.StructType:
-    return T.StructType(spark_schema(table).fields + BRONZE_COLUMNS.fields)
 
 
 @dataclass(frozen=True)
@@ -122,11 +112,18 @@ def run_snapshot(
         "snapshot: %d tables, %d chunks, %d already finished",
         len(tables), progress.total, progress.done,
     )  # fmt: skip
-    work = [(t, [c for c in plans[t.qualified] if not c.finished]) for t in tables]
-    work = [(table, pending) for table, pending in work if pending]
+    work = [
+        (t, plans[t.qualified], history.entries(t.qualified)[-1])
+        for t in tables
+        if not all(c.finished for c in plans[t.qualified])
+    ]
     if work:
         bulk_driver()  # say here, not only in the workers' logs, which reader the chunks use
-        ChunkScheduler(spark, config, source, ledger, progress).run(work)
+        watch = DdlWatch(config, source, history)
+        try:
+            ChunkScheduler(spark, config, source, ledger, progress, watch).run(work)
+        finally:
+            watch.close()
     summary = SnapshotSummary(
         len(tables), progress.total, progress.read, progress.rows, time.monotonic() - started
     )
@@ -191,17 +188,19 @@ class ChunkScheduler:
         source: SourceConfig,
         ledger: Ledger,
         progress: Progress,
+        watch: DdlWatch,
     ) -> None:
         self.spark = spark
         self.config = config
         self.source = source
         self.ledger = ledger
         self.progress = progress
-        self._committed: queue.SimpleQueue[list[ChunkResult]] = queue.SimpleQueue()
+        self.watch = watch
+        self._committed: queue.SimpleQueue[_Committed] = queue.SimpleQueue()
         self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._stop = threading.Event()
 
-    def run(self, work: list[tuple[TableSchema, list[ChunkState]]]) -> None:
+    def run(self, work: list[tuple[TableSchema, list[ChunkState], SchemaEntry]]) -> None:
         """Every table's pending chunks read, committed and marked; the first failure raised
         after the batches committed before it are marked."""
         slots = min(self.config.table_slots, len(work))
@@ -219,12 +218,12 @@ class ChunkScheduler:
     def _mark_until_done(self, running: set[Future[None]]) -> BaseException | None:
         """Marks committed batches as they arrive (each table thread also wakes this loop when
         it ends); returns the first failure of a table thread."""
-        waiting: list[ChunkResult] = []
+        waiting: list[_Committed] = []
         marked_at = time.monotonic()
         failure: BaseException | None = None
         while running:
             with contextlib.suppress(queue.Empty):
-                waiting += self._committed.get(timeout=MARK_EVERY_S)
+                waiting.append(self._committed.get(timeout=MARK_EVERY_S))
             waiting += self._drain()
             ended = {f for f in running if f.done()}
             running -= ended
@@ -234,41 +233,74 @@ class ChunkScheduler:
             if failure is not None:
                 self._stop.set()
             due = time.monotonic() - marked_at >= MARK_EVERY_S
-            full = len(waiting) >= self.config.snapshot.commit_batch
-            if waiting and (due or full or not running or failure is not None):
+            full = sum(len(c.results) for c in waiting) >= self.config.snapshot.commit_batch
+            awaited = any(c.marked is not None for c in waiting)
+            if waiting and (due or full or awaited or not running or failure is not None):
                 self._mark(waiting)
                 waiting, marked_at = [], time.monotonic()
         self._mark(self._drain())  # put between the last drain and the thread's end
         return failure
 
-    def _drain(self) -> list[ChunkResult]:
-        results: list[ChunkResult] = []
+    def _drain(self) -> list[_Committed]:
+        committed: list[_Committed] = []
         while not self._committed.empty():
-            results += self._committed.get()
-        return results
+            committed.append(self._committed.get())
+        return committed
 
-    def _mark(self, results: list[ChunkResult]) -> None:
-        if not results:
-            return
-        self.ledger.mark_finished(results)
-        self.progress.add(results)
-        self.progress.report()
+    def _mark(self, committed: list[_Committed]) -> None:
+        """One ledger MERGE for all of them; a chunk caught up to a DDL after its read was
+        queued is marked with its latest entry."""
+        latest = {(r.table, r.chunk_id): r for c in committed for r in c.results}
+        if latest:
+            self.ledger.mark_finished(latest.values())
+            self.progress.add([r for c in committed if c.marked is None for r in c.results])
+            self.progress.report()
+        for c in committed:
+            if c.marked is not None:
+                c.marked.set()
 
-    def _table(self, table: TableSchema, chunks: list[ChunkState]) -> None:
+    def _mark_now(self, results: list[ChunkResult]) -> None:
+        """Marks `results` and returns once the ledger holds them (a table thread's catch-up
+        to a DDL, which the schema history may only record after)."""
+        marked = threading.Event()
+        self._committed.put(_Committed(results, marked))
+        while not marked.wait(1.0):
+            if self._stop.is_set():
+                raise RuntimeError("the snapshot stopped before the catch-up was marked")
+
+    def _table(self, table: TableSchema, plan: list[ChunkState], entry: SchemaEntry) -> None:
         slot = self._slots.get()
         try:
             if self._stop.is_set():
                 return
+            server_id = self.config.snapshot_server_id(slot * self.config.snapshot.parallelism)
+            followed = FollowedTable(self.spark, self.source, server_id,
+                                     bronze_table(self.config, table), plan, entry, self.watch,
+                                     schema_history(self.spark, self.config))  # fmt: skip
+
+            def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
+                return _read_and_commit(self.spark, self.config, self.source, schema, batch, slot)
+
+            chunks = [c for c in plan if not c.finished]
             batch_size = self.config.snapshot.commit_batch
             for i in range(0, len(chunks), batch_size):
                 if self._stop.is_set():
                     return
                 batch = chunks[i : i + batch_size]
-                results = _read_and_commit(self.spark, self.config, self.source, table, batch, slot)
-                self._committed.put(results)
+                results = followed.read(batch, read_batch, self._mark_now)
+                self._committed.put(_Committed(results))
         finally:
             self._slots.put(slot)
-            self._committed.put([])  # wakes the marking loop: this table's thread has ended
+            self._committed.put(_Committed([]))  # wakes the marking loop: the thread has ended
+
+
+@dataclass(frozen=True)
+class _Committed:
+    """Chunks committed to bronze, for the ledger; `marked` is set once they are marked (a
+    table thread waits for a catch-up to a DDL to be marked)."""
+
+    results: list[ChunkResult]
+    marked: threading.Event | None = None
 
 
 def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 #: Where the stream dies while applying the batch below: (function, when, which call).
 POINTS = {
     # ALTER … ADD COLUMN done, its default not yet set: the rerun left NULLs for good on main.
-    "between_add_and_backfill": ("binlake.silver_schema:_literal_default", "before", 1),
+    "between_add_and_backfill": ("binlake.silver_schema:literal_default", "before", 1),
     # Every segment applied, checkpoint not committed: the rerun re-applied the DDL after later
     # rows (a lenient rename's copy overwrote them; an evolve drop failed on every restart).
     "before_checkpoint_commit": ("binlake.sink:BatchSink.__call__", "after", 1),

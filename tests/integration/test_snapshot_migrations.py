@@ -1,0 +1,130 @@
+"""Issue 29: a snapshot carries on through the migrations that land while it reads.
+
+A large table's snapshot runs for hours, and migrations do not wait for it. Before, a DDL in the
+middle of a snapshot stopped it with "the binlog's layout no longer matches its captured schema"
+and the `--reset` remedy: the table's snapshot went back to zero. Now bronze follows the DDL at
+its offset: the chunks already read are caught up to the DDL and changed by it, the chunks after
+it are read in the new layout, and the stream starts after it.
+
+The DDL lands while a chunk batch is being read (its window crosses the DDL) or between two
+batches; a writer races throughout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlake import jobs, snapshot
+from binlake.ledger import Ledger
+
+from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
+from .test_faults import run_killed_at, write_config
+
+pytestmark = pytest.mark.integration
+
+#: Landing one after another in one snapshot, each while a different commit batch is read.
+MIGRATIONS = [
+    [
+        "ALTER TABLE items ADD COLUMN region VARCHAR(8) NOT NULL DEFAULT 'eu' AFTER name",
+        "UPDATE items SET region = 'us' WHERE id % 4 = 0",
+    ],
+    [
+        "ALTER TABLE items MODIFY name VARCHAR(40) NOT NULL, MODIFY qty BIGINT NOT NULL",
+        "UPDATE items SET name = CONCAT(name, '-now-longer-than-twenty') WHERE id % 5 = 0",
+    ],
+    [
+        "ALTER TABLE items RENAME COLUMN note TO remark",
+        "UPDATE items SET remark = 'renamed' WHERE id % 6 = 0",
+    ],
+    ["ALTER TABLE items DROP COLUMN region", "UPDATE items SET qty = 0 WHERE id < 50"],
+]
+SNAPSHOT = {"chunk_size": 100, "parallelism": 1, "chunks_per_commit": 2}
+
+
+def migrate_during_batches(monkeypatch: Any, sql: Any, migrations: dict[int, list[str]]) -> None:
+    """Run `migrations[n]` while the snapshot reads its commit batch `n` (the batch's window
+    crosses them): the snapshot's own batch step, wrapped, starts them a moment after it."""
+    real = snapshot._read_and_commit
+    started = 0
+
+    def read_and_commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal started
+        started += 1
+        if started in migrations:
+            statements = migrations.pop(started)
+            threading.Thread(target=_run_soon, args=(sql, statements), daemon=True).start()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
+
+
+def _run_soon(sql: Any, statements: list[str]) -> None:
+    time.sleep(0.3)
+    for statement in statements:
+        sql(statement)
+
+
+def test_migrations_during_a_snapshot_land_without_a_resnapshot(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any
+) -> None:
+    """ADD COLUMN with a default, two widenings, a column rename and a DROP COLUMN, each in the
+    middle of the snapshot of a 16-chunk table: on main, the snapshot finished with the old
+    layout (the chunks' SELECT still worked) and the stream then failed on bronze."""
+    seed_items(sql, 1600)
+    config = make_config(snapshot=SNAPSHOT)
+    migrate_during_batches(monkeypatch, sql, dict(zip([2, 3, 5, 6], MIGRATIONS, strict=True)))
+    with racer():
+        summary = jobs.snapshot(spark, config)
+    chunks = Ledger(spark, config.lake.path("_system", "chunks")).chunks()
+    assert summary.chunks == len(chunks) >= 16 and all(c.finished for c in chunks)
+    _stream_and_compare(spark, sql, config, racer)
+
+
+def test_a_snapshot_killed_while_following_a_migration_resumes_exactly(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
+    """A snapshot stopped with chunks read before the DDL, then one killed right after bronze
+    was rewritten for it (before the ledger and the schema history knew): the resumed snapshot
+    converges, and reads none of the chunks finished before again."""
+    seed_items(sql, 1000)
+    config = make_config(snapshot=SNAPSHOT)
+    with racer():
+        _snapshot_failing_at_batch(spark, config, monkeypatch, 4)
+        for statement in MIGRATIONS[0]:
+            sql(statement)
+        config_file = write_config(config, tmp_path / "binlake.yml")
+        run_killed_at(config_file, ("binlake.snapshot_ddl:catch_up", "after", 1), ["snapshot"])
+        summary = jobs.snapshot(spark, config)
+    assert summary.chunks_read == summary.chunks - 6  # three batches stayed read
+    _stream_and_compare(spark, sql, config, racer)
+
+
+def _snapshot_failing_at_batch(spark: Any, config: Any, monkeypatch: Any, batch: int) -> None:
+    """A snapshot whose commit batch `batch` fails: the batches before it stay read."""
+    real = snapshot._read_and_commit
+    started = 0
+
+    def read_and_commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal started
+        started += 1
+        if started == batch:
+            raise RuntimeError("stopped by the test")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(snapshot, "_read_and_commit", read_and_commit)
+        with pytest.raises(RuntimeError, match="stopped by the test"):
+            jobs.snapshot(spark, config)
+
+
+def _stream_and_compare(spark: Any, sql: Any, config: Any, racer: Any) -> None:
+    with racer():
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
