@@ -988,7 +988,7 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
         snapshot_work(source, table, low, bench.chunk_size, chunks, SERVER_IDS[0] + 50),
         "rows",
     )
-    marks = chunk_marks(tables, Ledger(spark, ledger_path(config)).chunks())
+    marks = chunk_marks(tables, Ledger(spark, ledger_path(config)).chunks(), {})
     start, end = offsets
     spec = stream_spec(config, source, start, marks, name="bench_profile")
     limit = env_int("BENCH_PROFILE_CHANGES", 60_000)

@@ -113,8 +113,10 @@ TABLES_FILE = "binlake-tables.json"
 
 class StreamTables:
     """The tables one stream job applies, each from the offset it joined at (`None`: from the
-    stream's start). A table joins when its snapshot finishes or when it is created; `--reset`
-    takes it out until its new snapshot finishes. Kept beside the job's checkpoint."""
+    stream's start). A table joins when its snapshot finishes (at or after its last high
+    watermark) or at its CREATE (silver then holds every row from the binlog, whatever a later
+    snapshot reads); `--reset` takes it out until its new snapshot finishes. Kept beside the
+    job's checkpoint."""
 
     def __init__(self, path: str, files: LakeFiles) -> None:
         self.path = path

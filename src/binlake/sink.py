@@ -173,7 +173,7 @@ def _apply_ddl(
         history.record(change.table, entry)
     if change.before is None and change.after is not None:
         tables = joined.read()
-        tables.setdefault(change.table, None)
+        tables.setdefault(change.table, change.offset)
         joined.write(tables)
 
 

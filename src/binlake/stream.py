@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from pyspark.errors import StreamingQueryException
@@ -110,14 +110,19 @@ def resolved_start(
 def chunk_marks(
     tables: list[TableSchema],
     chunks: list[ChunkState],
-    created: set[str] = frozenset(),  # type: ignore[assignment]
+    joined: Mapping[str, BinlogOffset | None],
+    created: Collection[str] = frozenset(),
 ) -> dict[str, ChunkMarks]:
-    """The per-table watermarks of a finished snapshot; refuses an unfinished one. Tables
-    `created` while streaming have no snapshot: every row came through the binlog."""
+    """The per-table watermarks of the finished snapshots silver was built from (`joined`: the
+    job's `StreamTables`); refuses an unfinished one. Tables `created` while streaming by a job
+    that recorded no offset for their CREATE have no snapshot: every row came through the
+    binlog."""
     marks: dict[str, ChunkMarks] = {}
     for table in tables:
         own = [c for c in chunks if c.table == table.qualified]
         if not own and table.qualified in created:
+            continue
+        if _built_from_binlog(joined.get(table.qualified), own):
             continue
         unfinished = [c for c in own if not c.finished]
         if not own or unfinished:
@@ -129,6 +134,16 @@ def chunk_marks(
             [c.range for c in own], [c.hw for c in own if c.hw is not None]
         )
     return marks
+
+
+def _built_from_binlog(since: BinlogOffset | None, own: list[ChunkState]) -> bool:
+    """Whether the job applies a table from the binlog since before its chunks were read: it
+    joined at its CREATE, and a snapshot read it later (the catch-up job snapshots every time)
+    or is reading it. Silver never took those chunks' rows, so their watermarks must filter
+    nothing; a table that joined from its snapshot joined at or after every chunk's HW."""
+    if since is None:
+        return False
+    return not own or any(c.hw is None or since < c.hw for c in own)
 
 
 def start_offset(
@@ -183,7 +198,7 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
     history = schema_history(spark, config)
     created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}
-    marks = chunk_marks(applied, chunks, created) if initial else {}
+    marks = chunk_marks(applied, chunks, joined, created) if initial else {}
     start = resume or resolved_start(files, config, lambda: start_offset(config, source, marks))
     check_available(source, start, sorted(joined), config.stream.job_name)
     by_name = {t.qualified: t for t in tables}

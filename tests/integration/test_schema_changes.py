@@ -23,6 +23,7 @@ from .items import (
     source_columns,
     wait_for,
 )
+from .test_faults import run_killed, run_killed_at, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -105,6 +106,50 @@ def test_table_created_while_streaming_is_captured_from_its_create(
     _stream(spark, config)
     assert spark.read.format("delta").load(config.lake.path("silver", config.source.database,
                                                             "fresh")).count() > 0  # fmt: skip
+
+
+def _insert_fresh(sql: Any, first: int, last: int) -> None:
+    values = ", ".join(f"({i}, 'f{i}', {i % 13}, {i}.50, NULL)" for i in range(first, last + 1))
+    sql(f"INSERT INTO fresh VALUES {values}")
+
+
+@pytest.mark.parametrize("killed", [None, "stream_before_checkpoint_commit",
+                                    "snapshot_between_bronze_and_ledger"])  # fmt: skip
+def test_table_created_while_streaming_then_snapshotted_keeps_every_change(
+    spark: Any, sql: Any, make_config: Any, racer: Any, tmp_path: Path, killed: str | None
+) -> None:
+    """The bundle's catch-up job runs `snapshot` then `stream` every time: a later snapshot
+    reads a table the stream captures from its CREATE. Its silver came from the binlog, not
+    from that bronze, so the stream must not drop the changes its chunks hold. Killed after
+    the CREATE's batch (before its checkpoint) or before the snapshot's ledger marks, the rerun
+    converges; a stream between the killed snapshot and its rerun does not wait for it."""
+    seed_items(sql, 50)
+    config = make_config()
+    config_file = write_config(config, tmp_path / "binlake.yml")
+    jobs.snapshot(spark, config)
+    _stream(spark, config)
+    sql(ITEMS.replace("items", "fresh"))
+    _insert_fresh(sql, 1, 400)
+    if killed == "stream_before_checkpoint_commit":
+        run_killed(config_file, killed)
+    _stream(spark, config)
+    _insert_fresh(sql, 401, 700)
+    sql("UPDATE fresh SET qty = qty + 100 WHERE id % 3 = 0")
+    sql("DELETE FROM fresh WHERE id % 7 = 0")
+    with racer("fresh"):
+        if killed == "snapshot_between_bronze_and_ledger":
+            run_killed_at(config_file, ("binlake.ledger:Ledger.mark_finished", "before", 1),
+                          ["snapshot"])  # fmt: skip
+            _stream(spark, config)
+        jobs.snapshot(spark, config)
+    _insert_fresh(sql, 701, 800)
+    sql("UPDATE fresh SET note = 'late' WHERE id % 5 = 0")
+    with racer("fresh"):
+        _stream(spark, config)
+    _stream(spark, config)
+    assert_silver_is_source(spark, sql, config, "fresh")
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "fresh")
 
 
 def test_stop_mode_stops_before_the_change_and_resumes_after_reset(

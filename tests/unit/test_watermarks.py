@@ -7,7 +7,11 @@ import pytest
 
 from binlake.changes import Op, Row, RowChange, split_key_change
 from binlake.chunks import ChunkRange
+from binlake.errors import SnapshotIncompleteError
+from binlake.ledger import FINISHED, PENDING, ChunkState
 from binlake.offsets import BinlogOffset, ChangePosition
+from binlake.schema import Column, TableSchema
+from binlake.stream import chunk_marks
 from binlake.watermarks import TableWatermarks, WatermarkFilter
 
 # Three chunks read in parallel finished out of binlog order; the files cross a rotation whose
@@ -138,3 +142,27 @@ def test_start_offset_of_one_table_is_its_min_hw() -> None:
 
 def test_start_offset_without_snapshot_tables_is_none() -> None:
     assert WatermarkFilter({}).start_offset() is None
+
+
+def _chunks(table: str, *hws: BinlogOffset | None) -> list[ChunkState]:
+    return [
+        ChunkState(
+            table, i, "id", RANGES[i], FINISHED if hw else PENDING, hw, hw, 1 if hw else None
+        )
+        for i, hw in enumerate(hws)
+    ]
+
+
+def test_the_stream_filters_by_the_chunks_silver_was_built_from() -> None:
+    """From the stream's start (None) or joined after its chunks: silver holds their rows.
+    Joined at its CREATE, before a later snapshot read it (or while one reads it): silver holds
+    every row from the binlog, so those chunks filter nothing and need not be finished."""
+    table = TableSchema("db", "t", (Column("id", "int", "int", False),), ("id",), "id")
+    chunks = _chunks("db.t", HW_0, HW_1, HW_2)
+    assert chunk_marks([table], chunks, {"db.t": None})["db.t"].max_hw == HW_0
+    assert chunk_marks([table], chunks, {"db.t": HW_0})["db.t"].max_hw == HW_0
+    assert chunk_marks([table], chunks, {"db.t": BinlogOffset("mysql-bin.999999", 4)}) == {}
+    assert chunk_marks([table], _chunks("db.t", HW_1, None), {"db.t": HW_1}) == {}
+    assert chunk_marks([table], [], {"db.t": HW_1}) == {}
+    with pytest.raises(SnapshotIncompleteError, match="1/2 chunks"):
+        chunk_marks([table], _chunks("db.t", HW_1, None), {"db.t": None})
