@@ -22,8 +22,14 @@ import pytest
 from binlake import jobs, snapshot
 from binlake.ledger import Ledger
 
-from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
+from .items import (
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+    seed_items,
+    source_columns,
+)
 from .test_faults import run_killed_at, write_config
+from .test_online_schema_change import pt_online_schema_change
 
 pytestmark = pytest.mark.integration
 
@@ -120,6 +126,36 @@ def _snapshot_failing_at_batch(spark: Any, config: Any, monkeypatch: Any, batch:
         patched.setattr(snapshot, "_read_and_commit", read_and_commit)
         with pytest.raises(RuntimeError, match="stopped by the test"):
             jobs.snapshot(spark, config)
+
+
+def test_pt_online_schema_change_during_a_snapshot_is_followed(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any,
+    db_env: dict[str, str], database: str, tmp_path: Path,
+) -> None:  # fmt: skip
+    """The real tool copies `items` into `_items_new` and swaps it in while the snapshot reads
+    `items`: the chunks read before the swap are caught up to it, the rest are read from the
+    new table, and nothing of `_items_new` or `_items_old` lands."""
+    seed_items(sql, 1600)
+    config = make_config(snapshot=SNAPSHOT)
+    tool = threading.Thread(target=pt_online_schema_change, args=(db_env, database, tmp_path))
+    real = snapshot._read_and_commit
+    started = 0
+
+    def read_and_commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal started
+        started += 1
+        if started == 2:
+            tool.start()
+        if started == 5:
+            tool.join()  # the swap lands before the fifth batch at the latest
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
+    with racer():
+        jobs.snapshot(spark, config)
+    assert not tool.is_alive()
+    _stream_and_compare(spark, sql, config, racer)
+    assert "region" in [n for n, _ in source_columns(sql, "items")]
 
 
 def _stream_and_compare(spark: Any, sql: Any, config: Any, racer: Any) -> None:
