@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
-from binlake.errors import ConfigError, SourceError, carried_by
+from binlake.errors import ConfigError, SchemaChangeError, SourceError, carried_by
 from binlake.lake import (
     BRONZE_COLUMNS,
     bronze_schema,
@@ -46,7 +46,7 @@ from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
 from binlake.schema import TableSchema
 from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
-from binlake.snapshot_ddl import DdlWatch, FollowedTable
+from binlake.snapshot_ddl import DdlWatch, FollowedTable, Resnapshot
 from binlake.source import bulk_driver, connection, current_offset
 from binlake.validation import validate
 
@@ -86,14 +86,64 @@ class SnapshotSummary:
     seconds: float
 
 
+#: How many times one run snapshots a table again by itself, after DDL it cannot follow.
+RESNAPSHOTS = 3
+
+
 def run_snapshot(
     spark: SparkSession, config: Config, only: list[str] | None = None, reset: bool = False
 ) -> SnapshotSummary:
     """Snapshot the captured tables (or `only` these); resumes from the ledger and skips finished
-    chunks. With `reset`, the named tables are snapshotted again from scratch."""
+    chunks. With `reset`, the named tables are snapshotted again from scratch, as is a table
+    changed during its snapshot by a DDL bronze cannot follow (`snapshot_ddl`)."""
     started = time.monotonic()
     source = with_resolved_password(config.source)
     history = schema_history(spark, config)
+    rounds = [_snapshot_round(spark, config, source, history, only, reset, started)]
+    while rounds[-1].resnapshot:
+        if len(rounds) > RESNAPSHOTS:
+            raise SchemaChangeError(
+                f"{', '.join(rounds[-1].resnapshot)} changed during each of {RESNAPSHOTS} "
+                "snapshots in ways a snapshot cannot follow: the last change "
+                f"{'; '.join(rounds[-1].resnapshot.values())}. Run the snapshot once the "
+                "table's migrations are done"
+            )
+        for reason in rounds[-1].resnapshot.values():
+            log.warning("snapshot: %s; the table is snapshotted again, by itself", reason)
+        again = [t.split(".", 1)[1] for t in rounds[-1].resnapshot]
+        rounds.append(_snapshot_round(spark, config, source, history, again, True, started))
+    chunks = {t: n for r in rounds for t, n in r.chunks.items()}  # the last plan of each table
+    summary = SnapshotSummary(
+        len(rounds[0].chunks), sum(chunks.values()), sum(r.read for r in rounds),
+        sum(r.rows for r in rounds), time.monotonic() - started,
+    )  # fmt: skip
+    log.info(
+        "snapshot complete: %d chunks (%d read now), %d rows in %.1f s",
+        summary.chunks, summary.chunks_read, summary.rows, summary.seconds,
+    )  # fmt: skip
+    return summary
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One pass over the tables: their plans' sizes, what it read, and the tables a DDL it could
+    not follow sends back to the start (table → why)."""
+
+    chunks: dict[str, int]
+    read: int
+    rows: int
+    resnapshot: dict[str, str]
+
+
+def _snapshot_round(
+    spark: SparkSession,
+    config: Config,
+    source: SourceConfig,
+    history: SchemaHistory,
+    only: list[str] | None,
+    reset: bool,
+    started: float,
+) -> _Round:
     with connection(source) as conn:
         # Read before the schemas: a DDL after it is one the stream meets (schema_history).
         schemas_at = current_offset(conn)
@@ -117,21 +167,17 @@ def run_snapshot(
         for t in tables
         if not all(c.finished for c in plans[t.qualified])
     ]
+    resnapshot: dict[str, str] = {}
     if work:
         bulk_driver()  # say here, not only in the workers' logs, which reader the chunks use
         watch = DdlWatch(config, source, history)
         try:
-            ChunkScheduler(spark, config, source, ledger, progress, watch).run(work)
+            scheduler = ChunkScheduler(spark, config, source, ledger, progress, watch)
+            resnapshot = scheduler.run(work)
         finally:
             watch.close()
-    summary = SnapshotSummary(
-        len(tables), progress.total, progress.read, progress.rows, time.monotonic() - started
-    )
-    log.info(
-        "snapshot complete: %d chunks (%d read now), %d rows in %.1f s",
-        summary.chunks, summary.chunks_read, summary.rows, summary.seconds,
-    )  # fmt: skip
-    return summary
+    chunks = {t.qualified: len(plans[t.qualified]) for t in tables}
+    return _Round(chunks, progress.read, progress.rows, resnapshot)
 
 
 class Progress:
@@ -199,10 +245,12 @@ class ChunkScheduler:
         self._committed: queue.SimpleQueue[_Committed] = queue.SimpleQueue()
         self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._stop = threading.Event()
+        self._resnapshot: dict[str, str] = {}
 
-    def run(self, work: list[tuple[TableSchema, list[ChunkState], SchemaEntry]]) -> None:
+    def run(self, work: list[tuple[TableSchema, list[ChunkState], SchemaEntry]]) -> dict[str, str]:
         """Every table's pending chunks read, committed and marked; the first failure raised
-        after the batches committed before it are marked."""
+        after the batches committed before it are marked. Returns the tables a DDL the
+        snapshot cannot follow stopped (table → why), to be snapshotted again."""
         slots = min(self.config.table_slots, len(work))
         for slot in range(slots):
             self._slots.put(slot)
@@ -214,6 +262,7 @@ class ChunkScheduler:
             pool.shutdown(wait=True, cancel_futures=True)
         if failure is not None:
             raise failure
+        return self._resnapshot
 
     def _mark_until_done(self, running: set[Future[None]]) -> BaseException | None:
         """Marks committed batches as they arrive (each table thread also wakes this loop when
@@ -287,7 +336,11 @@ class ChunkScheduler:
                 if self._stop.is_set():
                     return
                 batch = chunks[i : i + batch_size]
-                results = followed.read(batch, read_batch, self._mark_now)
+                try:
+                    results = followed.read(batch, read_batch, self._mark_now)
+                except Resnapshot as why:
+                    self._resnapshot[table.qualified] = str(why)
+                    return
                 self._committed.put(_Committed(results))
         finally:
             self._slots.put(slot)

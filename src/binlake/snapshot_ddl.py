@@ -24,8 +24,9 @@ rerun meets D again; replaying the window again leaves each key at its last imag
 rows already in the new layout are taken as they are.
 
 A DDL bronze cannot follow exactly (the row key or the split column changed, a narrowing, rows
-removed without row events, the table dropped, renamed away or replaced) stops the table's
-snapshot with the `--reset` remedy.
+removed without row events, the table truncated or replaced) sends that table's snapshot back
+to the start, by itself, in the new layout; the other tables go on. A table dropped or renamed
+away stops its snapshot with an error.
 """
 
 from __future__ import annotations
@@ -163,11 +164,12 @@ class FollowedTable:
         while (change := self.watch.next_change(self.name, self.entry)) is not None:
             refusal = _refusal(change)
             if refusal:
-                raise SchemaChangeError(
-                    f"{self.name} changed at {change.offset} during its snapshot "
-                    f"({' '.join(change.statement.split())[:160]}): {refusal}. Snapshot it again "
-                    f"with `binlake snapshot --tables {self.name.split('.', 1)[1]} --reset`"
+                what = (
+                    f"{self.name} changed at {change.offset} during its snapshot ({_short(change)})"
                 )
+                if change.after is None:
+                    raise SchemaChangeError(f"{what}: {refusal}; nothing is left to snapshot")
+                raise Resnapshot(f"{what}: {refusal}")
             caught_up = catch_up(self.spark, self.source, self.server_id, self.bronze, change,
                                  self.plan, self.finished)  # fmt: skip
             mark_now(caught_up)
@@ -177,9 +179,18 @@ class FollowedTable:
             log.info(
                 "snapshot: %s followed its DDL at %s (%s): %d finished chunks caught up to it; "
                 "the rest are read in the new layout",
-                self.name, change.offset, " ".join(change.statement.split())[:120],
+                self.name, change.offset, _short(change),
                 len(caught_up),
             )  # fmt: skip
+
+
+class Resnapshot(Exception):
+    """The table changed during its snapshot in a way bronze cannot follow: it is snapshotted
+    again from the start, by itself."""
+
+
+def _short(change: SchemaChange) -> str:
+    return " ".join(change.statement.split())[:160]
 
 
 def _refusal(change: SchemaChange) -> str:
