@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from binlake import jobs, snapshot
+from binlake import jobs, snapshot, snapshot_ddl
 from binlake.ledger import Ledger
 
 from .items import (
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
     seed_items,
-    source_columns,
 )
-from .test_faults import run_killed_at, write_config
-from .test_online_schema_change import pt_online_schema_change
 
 pytestmark = pytest.mark.integration
 
@@ -91,98 +87,71 @@ def test_migrations_during_a_snapshot_land_without_a_resnapshot(
     _stream_and_compare(spark, sql, config, racer)
 
 
-@pytest.mark.parametrize(
-    "statements",
-    [
-        ["TRUNCATE TABLE items", "INSERT INTO items VALUES (1, 'again', 1, 1.00, NULL)"],
-        ["ALTER TABLE items DROP PRIMARY KEY, ADD PRIMARY KEY (id, qty)"],
-    ],
-    ids=["truncate", "new-primary-key"],
-)
-def test_a_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
-    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any, statements: list[str]
+def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any
 ) -> None:
-    """Rows removed without row events, or a new row key: the chunks read before cannot be
-    caught up, so the table's snapshot starts again in the new layout, without a person (on
-    main the stream stopped at the DDL and asked for `snapshot --tables items --reset`)."""
+    """Rows removed without row events (TRUNCATE), then a new row key during the snapshot that
+    follows: the chunks read before cannot be caught up, so the table's snapshot starts again
+    in the new layout, without a person, while `other` goes on (on main the stream stopped at
+    the DDL and asked for `snapshot --tables items --reset`)."""
     seed_items(sql, 800)
     sql("CREATE TABLE other (id INT PRIMARY KEY, v INT)")
     sql("INSERT INTO other SELECT id, qty FROM items")
     config = make_config(snapshot=SNAPSHOT)
-    migrate_during_batches(monkeypatch, sql, {3: statements})
+    truncate = ["TRUNCATE TABLE items", "INSERT INTO items VALUES (1, 'again', 1, 1.00, NULL)"]
+    new_key = ["ALTER TABLE items DROP PRIMARY KEY, ADD PRIMARY KEY (id, qty)"]
+    migrate_during_batches(monkeypatch, sql, {3: truncate, 8: new_key})
     with racer():
         summary = jobs.snapshot(spark, config)
     chunks = Ledger(spark, config.lake.path("_system", "chunks")).chunks()
     assert summary.chunks == len(chunks) and all(c.finished for c in chunks)
+    assert sql("SHOW INDEX FROM items WHERE Key_name = 'PRIMARY' AND Column_name = 'qty'")
     _stream_and_compare(spark, sql, config, racer)
     assert_silver_is_source(spark, sql, config, "other")
 
 
-def test_a_snapshot_killed_while_following_a_migration_resumes_exactly(
-    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any, tmp_path: Path
+def test_a_snapshot_failing_while_following_a_migration_resumes_exactly(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any
 ) -> None:
-    """A snapshot stopped with chunks read before the DDL, then one killed right after bronze
-    was rewritten for it (before the ledger and the schema history knew): the resumed snapshot
-    converges, and reads none of the chunks finished before again."""
+    """A snapshot stopped with chunks read before the DDL, then one that fails right after
+    bronze was rewritten for it (before the ledger and the schema history knew: what a kill
+    there leaves): the resumed snapshot converges, and reads none of the chunks finished
+    before again."""
     seed_items(sql, 1000)
     config = make_config(snapshot=SNAPSHOT)
     with racer():
-        _snapshot_failing_at_batch(spark, config, monkeypatch, 4)
+        _snapshot_failing_at(spark, config, monkeypatch, "_read_and_commit", 4, before=True)
         for statement in MIGRATIONS[0]:
             sql(statement)
-        config_file = write_config(config, tmp_path / "binlake.yml")
-        run_killed_at(config_file, ("binlake.snapshot_ddl:catch_up", "after", 1), ["snapshot"])
+        _snapshot_failing_at(spark, config, monkeypatch, "catch_up", 1, before=False)
         summary = jobs.snapshot(spark, config)
     assert summary.chunks_read == summary.chunks - 6  # three batches stayed read
     _stream_and_compare(spark, sql, config, racer)
 
 
-def _snapshot_failing_at_batch(spark: Any, config: Any, monkeypatch: Any, batch: int) -> None:
-    """A snapshot whose commit batch `batch` fails: the batches before it stay read."""
-    real = snapshot._read_and_commit
-    started = 0
+def _snapshot_failing_at(
+    spark: Any, config: Any, monkeypatch: Any, step: str, call: int, before: bool
+) -> None:
+    """A snapshot that fails at the `call`-th call of `step` (of `snapshot` or `snapshot_ddl`),
+    before it runs or right after it returns; what it committed before stays."""
+    owner = snapshot if hasattr(snapshot, step) else snapshot_ddl
+    real = getattr(owner, step)
+    calls = 0
 
-    def read_and_commit(*args: Any, **kwargs: Any) -> Any:
-        nonlocal started
-        started += 1
-        if started == batch:
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == call and before:
             raise RuntimeError("stopped by the test")
-        return real(*args, **kwargs)
+        result = real(*args, **kwargs)
+        if calls == call:
+            raise RuntimeError("stopped by the test")
+        return result
 
     with monkeypatch.context() as patched:
-        patched.setattr(snapshot, "_read_and_commit", read_and_commit)
+        patched.setattr(owner, step, failing)
         with pytest.raises(RuntimeError, match="stopped by the test"):
             jobs.snapshot(spark, config)
-
-
-def test_pt_online_schema_change_during_a_snapshot_is_followed(
-    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any,
-    db_env: dict[str, str], database: str, tmp_path: Path,
-) -> None:  # fmt: skip
-    """The real tool copies `items` into `_items_new` and swaps it in while the snapshot reads
-    `items`: the chunks read before the swap are caught up to it, the rest are read from the
-    new table, and nothing of `_items_new` or `_items_old` lands."""
-    seed_items(sql, 1600)
-    config = make_config(snapshot=SNAPSHOT)
-    tool = threading.Thread(target=pt_online_schema_change, args=(db_env, database, tmp_path))
-    real = snapshot._read_and_commit
-    started = 0
-
-    def read_and_commit(*args: Any, **kwargs: Any) -> Any:
-        nonlocal started
-        started += 1
-        if started == 2:
-            tool.start()
-        if started == 5:
-            tool.join()  # the swap lands before the fifth batch at the latest
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
-    with racer():
-        jobs.snapshot(spark, config)
-    assert not tool.is_alive()
-    _stream_and_compare(spark, sql, config, racer)
-    assert "region" in [n for n, _ in source_columns(sql, "items")]
 
 
 def _stream_and_compare(spark: Any, sql: Any, config: Any, racer: Any) -> None:
