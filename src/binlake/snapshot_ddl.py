@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -60,6 +61,8 @@ from binlake.typemap import map_table, spark_schema
 
 log = logging.getLogger(__name__)
 
+#: How long a table renamed to its shadow name waits for the shadow to take its name back.
+CUT_OVER_WAIT_S = 60.0
 #: Reads and commits a batch of chunks in the given layout (`snapshot._read_and_commit`).
 ReadBatch = Callable[[TableSchema, list[ChunkState]], list[ChunkResult]]
 
@@ -162,6 +165,8 @@ class FollowedTable:
     def follow(self, mark_now: Callable[[list[ChunkResult]], None]) -> None:
         """Every DDL on the table up to the binlog head, followed in order."""
         while (change := self.watch.next_change(self.name, self.entry)) is not None:
+            if change.kind == "park":
+                change = self._cut_over(change)
             refusal = _refusal(change)
             if refusal:
                 what = (
@@ -183,6 +188,20 @@ class FollowedTable:
                 len(caught_up),
             )  # fmt: skip
 
+    def _cut_over(self, park: SchemaChange) -> SchemaChange:
+        """The table renamed to its shadow name (gh-ost's two-step cut-over) and, once it lands,
+        the shadow renamed onto its name: one swap from the parked layout. A table that stays
+        away is a table renamed away."""
+        parked = SchemaEntry(park.offset, None, park.statement, park.before)
+        deadline = time.monotonic() + CUT_OVER_WAIT_S
+        while (swap := self.watch.next_change(self.name, parked)) is None:
+            if time.monotonic() > deadline:
+                return park
+            time.sleep(0.5)
+        if swap.kind != "swap":
+            return swap
+        return replace(swap, before=park.before)
+
 
 class Resnapshot(Exception):
     """The table changed during its snapshot in a way bronze cannot follow: it is snapshotted
@@ -196,8 +215,10 @@ def _short(change: SchemaChange) -> str:
 def _refusal(change: SchemaChange) -> str:
     """Why bronze cannot follow the change exactly ("" if it can)."""
     before, after = change.before, change.after
-    if change.kind not in ("alter", "swap") or before is None or after is None:
-        return f"a {change.kind} replaces or removes the rows the snapshot has read"
+    if after is None:
+        return "the table was dropped or renamed away"
+    if change.kind not in ("alter", "swap") or before is None:
+        return "rows the snapshot had read were removed or replaced without row events"
     if before.split_column.lower() != after.split_column.lower():
         return "its split column changed, which the snapshot's chunks are ranges of"
     return unapplicable(before, after, column_changes(before, after, change.statement))

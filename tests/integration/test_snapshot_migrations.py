@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +26,9 @@ from .items import (
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
     seed_items,
+    source_columns,
 )
+from .test_online_schema_change import pt_online_schema_change
 
 pytestmark = pytest.mark.integration
 
@@ -85,6 +88,63 @@ def test_migrations_during_a_snapshot_land_without_a_resnapshot(
     chunks = Ledger(spark, config.lake.path("_system", "chunks")).chunks()
     assert summary.chunks == len(chunks) >= 16 and all(c.finished for c in chunks)
     _stream_and_compare(spark, sql, config, racer)
+
+
+def test_pt_online_schema_change_during_a_snapshot_is_followed(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any,
+    db_env: dict[str, str], database: str, tmp_path: Path,
+) -> None:  # fmt: skip
+    """The real tool copies `items` into `_items_new` and swaps it in while the snapshot reads
+    `items`: the chunks read before the swap are caught up to it, the rest are read from the
+    new table, and nothing of `_items_new` or `_items_old` lands."""
+    seed_items(sql, 1600)
+    config = make_config(snapshot=SNAPSHOT)
+    tool = threading.Thread(target=pt_online_schema_change, args=(db_env, database, tmp_path))
+    real = snapshot._read_and_commit
+    started = 0
+
+    def read_and_commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal started
+        started += 1
+        if started == 2:
+            tool.start()
+        if started == 5:
+            tool.join()  # the swap lands before the fifth batch at the latest
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
+    with racer():
+        jobs.snapshot(spark, config)
+    assert not tool.is_alive()
+    _stream_and_compare(spark, sql, config, racer)
+    assert "region" in [n for n, _ in source_columns(sql, "items")]
+
+
+def test_gh_ost_two_step_cut_over_during_a_snapshot_is_followed(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any
+) -> None:
+    """gh-ost's statements, scripted (its copy runs while nothing writes `items`; `other` is
+    written throughout): `items TO _items_del`, a chunk batch failing on the missing table,
+    then `_items_gho TO items`. The snapshot waits for the second rename and follows both as
+    one swap."""
+    seed_items(sql, 1200, copy="other")
+    config = make_config(snapshot=SNAPSHOT)
+    migrate_during_batches(monkeypatch, sql, {3: [
+        "CREATE TABLE _items_gho LIKE items",
+        "ALTER TABLE _items_gho ADD region VARCHAR(8) NOT NULL DEFAULT 'eu', MODIFY qty BIGINT",
+        "UPDATE items SET qty = qty + 1 WHERE id % 2 = 0",
+        "INSERT INTO _items_gho (id, name, qty, price, note) SELECT * FROM items",
+        "RENAME TABLE items TO _items_del",
+        "DO SLEEP(2)",  # a batch reads in the gap
+        "RENAME TABLE _items_gho TO items",
+        "UPDATE items SET region = 'us', qty = 5000000000 WHERE id % 3 = 0",
+        "DROP TABLE _items_del",
+    ]})  # fmt: skip
+    with racer("other"):
+        jobs.snapshot(spark, config)
+    _stream_and_compare(spark, sql, config, lambda: racer("other"))
+    assert "region" in [n for n, _ in source_columns(sql, "items")]
+    assert_silver_is_source(spark, sql, config, "other")
 
 
 def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
