@@ -167,14 +167,14 @@ class FollowedTable:
         while (change := self.watch.next_change(self.name, self.entry)) is not None:
             if change.kind == "park":
                 change = self._cut_over(change)
-            refusal = _refusal(change)
-            if refusal:
+            why = refusal(change)
+            if why:
                 what = (
                     f"{self.name} changed at {change.offset} during its snapshot ({_short(change)})"
                 )
                 if change.after is None:
-                    raise SchemaChangeError(f"{what}: {refusal}; nothing is left to snapshot")
-                raise Resnapshot(f"{what}: {refusal}")
+                    raise SchemaChangeError(f"{what}: {why}; nothing is left to snapshot")
+                raise Resnapshot(f"{what}: {why}")
             caught_up = catch_up(self.spark, self.source, self.server_id, self.bronze, change,
                                  self.plan, self.finished)  # fmt: skip
             mark_now(caught_up)
@@ -212,7 +212,7 @@ def _short(change: SchemaChange) -> str:
     return " ".join(change.statement.split())[:160]
 
 
-def _refusal(change: SchemaChange) -> str:
+def refusal(change: SchemaChange) -> str:
     """Why bronze cannot follow the change exactly ("" if it can)."""
     before, after = change.before, change.after
     if after is None:
