@@ -78,8 +78,9 @@ def test_migrations_during_a_snapshot_land_without_a_resnapshot(
     spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any
 ) -> None:
     """ADD COLUMN with a default, two widenings, a column rename and a DROP COLUMN, each in the
-    middle of the snapshot of a 16-chunk table: on main, the snapshot finished with the old
-    layout (the chunks' SELECT still worked) and the stream then failed on bronze."""
+    middle of the snapshot of a 16-chunk table. On main the snapshot stopped at the first with
+    "the binlog's layout ... no longer matches its captured schema" (a DDL between two batches
+    instead let it finish in the old layout, and the stream then failed on bronze)."""
     seed_items(sql, 1600)
     config = make_config(snapshot=SNAPSHOT)
     migrate_during_batches(monkeypatch, sql, dict(zip([2, 3, 5, 6], MIGRATIONS, strict=True)))
