@@ -18,6 +18,7 @@ and every file operation goes through one interface, `LakeFiles`, with two imple
 from __future__ import annotations
 
 import functools
+import os
 import uuid
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from py4j.protocol import Py4JJavaError
 from pyarrow import fs as pafs
 
 from binlake.config import LakeConfig
+from binlake.errors import LakeError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -67,6 +69,13 @@ class LakeFiles(ABC):
         """Create or replace the file (and its folders). A reader sees the old text or the new,
         never a part, wherever the file system can rename over a file (local disks, `/Volumes`,
         `/dbfs`); object stores publish a file whole once written."""
+
+    @abstractmethod
+    def create_text(self, path: str, text: str) -> bool:
+        """Create the file (and its folders) unless it exists: False then, the file untouched.
+        Of writers racing for one path exactly one creates it, so a versioned file can take
+        a change at a time (see `schema_history.StreamTables`); a reader finds the whole file
+        or none."""
 
     @abstractmethod
     def names(self, folder: str) -> list[str]:
@@ -147,6 +156,26 @@ class HadoopFiles(LakeFiles):
         finally:
             stream.close()
 
+    def create_text(self, path: str, text: str) -> bool:
+        """On a local disk, `_create_local`: Hadoop's raw local file system checks for the file,
+        then opens it for writing, so two writers could both create it. Elsewhere Hadoop's
+        `create` without overwrite, one atomic request on HDFS, ABFS and GCS; on S3A it is a
+        check then a write unless the connector makes it a conditional write."""
+        system, where = self._resolve(path)
+        if system.getUri().getScheme() == "file":
+            return _create_local(str(system.pathToFile(where).getPath()), text)
+        try:
+            stream = system.create(where, False)
+            try:
+                stream.write(bytearray(text.encode()))
+            finally:
+                stream.close()
+        except Py4JJavaError as error:
+            if any(self._raised(error, kind) for kind in _EXISTS):
+                return False
+            raise
+        return True
+
     def _renamed(self, system: Any, source: Any, target: Any) -> bool:
         """Whether `source` replaced `target` (file systems refuse with False or by raising)."""
         try:
@@ -198,6 +227,14 @@ class ArrowFiles(LakeFiles):
             stream.write(text.encode())
         system.move(temporary, where)
 
+    def create_text(self, path: str, text: str) -> bool:
+        """On a local disk only: `pyarrow.fs` has no create-if-absent on an object store, and
+        the planning process only reads."""
+        local = local_path(path)
+        if local is None:
+            raise LakeError(f"cannot create {path} without overwriting from this process")
+        return _create_local(local, text)
+
     def names(self, folder: str) -> list[str]:
         system, where = _arrow(folder)
         listing = system.get_file_info(pafs.FileSelector(where, allow_not_found=True))
@@ -216,6 +253,31 @@ class ArrowFiles(LakeFiles):
             system.delete_file(where)
         except FileNotFoundError:
             return
+
+
+#: The exceptions a file system's `create` without overwrite raises for a file that exists:
+#: Hadoop's, or java.nio's (the GCS connector's).
+_EXISTS = (
+    "org.apache.hadoop.fs.FileAlreadyExistsException",
+    "java.nio.file.FileAlreadyExistsException",
+)
+
+
+def _create_local(path: str, text: str) -> bool:
+    """Create a local file unless it exists: written beside it, then hard-linked to its name.
+    `link` fails if the name exists, in one step, so of writers racing one wins, and the file
+    is whole from its first moment (a file opened with `O_EXCL` would be empty at first)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = _temporary(path)
+    with open(temporary, "x", encoding="utf-8") as stream:
+        stream.write(text)
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.remove(temporary)
+    return True
 
 
 def _arrow(path: str) -> tuple[pafs.FileSystem, str]:

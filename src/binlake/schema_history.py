@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -107,8 +109,16 @@ class SchemaHistory:
         )
 
 
-#: The `StreamTables` file in a stream job's checkpoint folder.
-TABLES_FILE = "binlake-tables.json"
+#: The `StreamTables` of a stream job, in its checkpoint folder: `binlake-tables/<version>.json`
+#: (one file, `binlake-tables.json`, in lakes from before versions).
+TABLES_FOLDER = "binlake-tables"
+#: Versions kept: an older one goes when a change creates a version this much newer.
+KEPT_VERSIONS = 10
+_VERSION = re.compile(r"(\d+)\.json")
+#: One lock per `StreamTables` folder in this process (see `StreamTables.update`).
+_LOCKS: dict[str, threading.Lock] = {}
+
+Tables = dict[str, BinlogOffset | None]
 
 
 class StreamTables:
@@ -116,24 +126,86 @@ class StreamTables:
     stream's start). A table joins when its snapshot finishes (at or after its last high
     watermark) or at its CREATE (silver then holds every row from the binlog, whatever a later
     snapshot reads); `--reset` takes it out until its new snapshot finishes. Kept beside the
-    job's checkpoint."""
+    job's checkpoint.
+
+    Several writers change it at once: the stream's threads (a CREATE per table, side by side),
+    its joins, and `snapshot --reset` in another process. A read, then a write of one file
+    would let one writer's change overwrite another's, and a table would silently leave
+    capture. So each change is a new version file, `<n + 1>.json`, created only if absent
+    (`LakeFiles.create_text`): of two writers that read version n, one creates n + 1, and the
+    other reads again and applies its change to that. A reader takes the newest version; a
+    writer that crashes leaves the versions as they were, or with its change whole."""
 
     def __init__(self, path: str, files: LakeFiles) -> None:
         self.path = path
         self.files = files
 
-    def read(self) -> dict[str, BinlogOffset | None]:
-        text = self.files.read_text(self.path)
-        if text is None:
-            return {}
-        return {t: BinlogOffset.from_dict(o) if o else None for t, o in json.loads(text).items()}
-
-    def write(self, tables: dict[str, BinlogOffset | None]) -> None:
-        data = {t: o.to_dict() if o else None for t, o in sorted(tables.items())}
-        self.files.write_text(self.path, json.dumps(data, indent=1))
+    def read(self) -> Tables:
+        return self._latest()[1] or {}
 
     def exists(self) -> bool:
-        return self.files.exists(self.path)
+        return self._latest()[1] is not None
+
+    def update(self, change: Callable[[Tables], Tables]) -> Tables:
+        """Apply `change` to the newest tables as one step, against every other writer; returns
+        the tables it was applied to. On a conflict `change` runs again on the newer tables,
+        which may hold its own result already: it only computes, and applied twice it changes
+        nothing more (adds and removes of tables). A change that changes nothing writes
+        nothing."""
+        with _LOCKS.setdefault(self.path, threading.Lock()):  # threads here queue, not retry
+            while True:
+                version, tables = self._latest()
+                before = tables or {}
+                after = change(dict(before))
+                if after == before:
+                    return before
+                if self._created(version + 1, after):
+                    return before
+                log.info("%s changed meanwhile: the change goes to its new version", self.path)
+
+    def _created(self, version: int, tables: Tables) -> bool:
+        """Whether this writer created `version` and it counts (False: another writer was
+        first). Creating a version removes the one `KEPT_VERSIONS` older, so the folder stays
+        small; a writer that read before that removal and stalled can create the removed one
+        again, which readers never see (newer ones exist): it is taken back and the change
+        applied to the newest."""
+        if not self.files.create_text(self._version(version), _tables_json(tables)):
+            return False
+        if max(self._versions()) >= version + KEPT_VERSIONS:
+            self.files.delete(self._version(version))
+            return False
+        if version > KEPT_VERSIONS:
+            self.files.delete(self._version(version - KEPT_VERSIONS))
+        return True
+
+    def _latest(self) -> tuple[int, Tables | None]:
+        """(version, tables) of the newest version; (0, the tables of the file from before
+        versions, or None without it) if there is none. A version removed between the listing
+        and the read (`KEPT_VERSIONS` newer ones came meanwhile) is listed again."""
+        while True:
+            versions = self._versions()
+            if not versions:
+                return 0, _tables(self.files.read_text(f"{self.path}.json"))
+            newest = max(versions)
+            text = self.files.read_text(self._version(newest))
+            if text is not None:
+                return newest, _tables(text)
+
+    def _versions(self) -> list[int]:
+        return [int(m[1]) for n in self.files.names(self.path) if (m := _VERSION.fullmatch(n))]
+
+    def _version(self, version: int) -> str:
+        return join(self.path, f"{version:020d}.json")
+
+
+def _tables(text: str | None) -> Tables | None:
+    if text is None:
+        return None
+    return {t: BinlogOffset.from_dict(o) if o else None for t, o in json.loads(text).items()}
+
+
+def _tables_json(tables: Tables) -> str:
+    return json.dumps({t: o.to_dict() if o else None for t, o in sorted(tables.items())}, indent=1)
 
 
 @dataclass(frozen=True)

@@ -172,9 +172,7 @@ def _apply_ddl(
         entry = SchemaEntry(change.offset, change.after, change.statement, parked)
         history.record(change.table, entry)
     if change.before is None and change.after is not None:
-        tables = joined.read()
-        tables.setdefault(change.table, change.offset)
-        joined.write(tables)
+        joined.update(lambda tables: {change.table: change.offset, **tables})
 
 
 def _ddl_records(batch: DataFrame) -> list[SchemaChangeRecord]:
@@ -249,9 +247,7 @@ def join_ready_tables(
         )  # fmt: skip
 
     side_by_side(join, ready)
-    joined = registry.read()
-    joined.update(dict.fromkeys(ready, until))
-    registry.write(joined)
+    registry.update(lambda joined: {**joined, **dict.fromkeys(ready, until)})
     log.info(
         "%d table(s) joined the stream at %s, caught up from %s: %s",
         len(ready), until, min(m.min_hw for m in marks.values()), ", ".join(ready),

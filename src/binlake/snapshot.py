@@ -45,7 +45,7 @@ from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
 from binlake.schema import TableSchema
-from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
+from binlake.schema_history import TABLES_FOLDER, SchemaEntry, SchemaHistory, StreamTables
 from binlake.snapshot_ddl import DdlWatch, FollowedTable, Resnapshot
 from binlake.source import bulk_driver, connection, current_offset
 from binlake.validation import validate
@@ -377,12 +377,11 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     `sink.join_ready_tables`). The changelog keeps the changes applied before the reset."""
     files = HadoopFiles(spark)
     checkpoints = config.lake.path("_system", "checkpoints")
+    name = table.qualified
     for job in files.names(checkpoints):
-        joined = StreamTables(join(checkpoints, job, TABLES_FILE), files)
-        tables = joined.read()
-        if table.qualified in tables:
-            del tables[table.qualified]
-            joined.write(tables)
+        joined = StreamTables(join(checkpoints, job, TABLES_FOLDER), files)
+        before = joined.update(lambda tables: {t: o for t, o in tables.items() if t != name})
+        if name in before:
             _await_batch_in_flight(files, join(checkpoints, job))
     ledger.forget(table.qualified)
     # Emptied in place (a new version of the same table; a catalog's CREATE OR REPLACE), never

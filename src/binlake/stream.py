@@ -26,7 +26,7 @@ from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
-from binlake.schema_history import TABLES_FILE, SchemaEntry, SchemaHistory, StreamTables
+from binlake.schema_history import TABLES_FOLDER, SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import (
@@ -58,9 +58,9 @@ def checkpoint_offset(files: LakeFiles, config: Config) -> BinlogOffset | None:
     return None
 
 
-def tables_file(config: Config) -> str:
+def tables_path(config: Config) -> str:
     """The `StreamTables` of this config's stream job: the tables it applies."""
-    return join(checkpoint_path(config), TABLES_FILE)
+    return join(checkpoint_path(config), TABLES_FOLDER)
 
 
 def _created_while_streaming(history: SchemaHistory, table: str) -> bool:
@@ -85,7 +85,7 @@ def stream_spec(
         split_keys=dict(config.snapshot.split_keys),
         start=start,
         history_root=schema_root(config),
-        tables_path=tables_file(config),
+        tables_path=tables_path(config),
         marks=marks,
     )
 
@@ -186,13 +186,13 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     initial = config.stream.startup_mode == "initial"
     files = HadoopFiles(spark)
     create_schemas(spark, config.lake, config.source.database)
-    registry = StreamTables(tables_file(config), files)
+    registry = StreamTables(tables_path(config), files)
     resume = checkpoint_offset(files, config)
     # The job's first start applies every configured table; silver that exists already (a job
     # started anew after a purged binlog, over re-snapshotted bronze) is replaced from bronze.
     first_start = resume is None and not registry.exists()
     if first_start:
-        registry.write({t.qualified: None for t in tables})
+        registry.update(lambda joined: {**dict.fromkeys(t.qualified for t in tables), **joined})
     joined = registry.read()
     applied = [t for t in tables if t.qualified in joined]
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []

@@ -44,7 +44,7 @@ NOTES = "CREATE TABLE notes (id INT PRIMARY KEY, `unit price` DECIMAL(8,2), `the
 def test_hadoop_files_and_arrow_files_agree(spark: Any, tmp_path: Path) -> None:
     """The driver's `HadoopFiles` and the planning process's `ArrowFiles` see the same files
     under a `file://` root, names holding `%`, `#`, `?` and spaces included; a replaced file
-    leaves neither a temporary nor a Hadoop checksum file."""
+    leaves neither a temporary nor a Hadoop checksum file; a file is created only once."""
     driver, planner = HadoopFiles(spark), ArrowFiles()
     folder = join(tmp_path.as_uri(), "db `%s 'ü\"#?")
     path = join(folder, "t %20 #x.json")
@@ -59,6 +59,8 @@ def test_hadoop_files_and_arrow_files_agree(spark: Any, tmp_path: Path) -> None:
     driver.delete(path)
     driver.delete(path)
     assert not planner.exists(path) and not driver.exists(path)
+    assert driver.create_text(path, "first") and not driver.create_text(path, "second")
+    assert planner.read_text(path) == "first" and driver.names(folder) == ["t %20 #x.json"]
 
 
 def _setup(db_env: dict[str, str], database: str) -> None:

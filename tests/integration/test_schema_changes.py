@@ -4,9 +4,9 @@ compared with the source (chispa) after each stream run."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,9 @@ import pytest
 
 from binlake import jobs
 from binlake.errors import SchemaChangeError
+from binlake.lake_files import ArrowFiles, HadoopFiles
+from binlake.schema_history import StreamTables
+from binlake.stream import tables_path
 
 from .items import (
     ITEMS,
@@ -108,9 +111,51 @@ def test_table_created_while_streaming_is_captured_from_its_create(
                                                             "fresh")).count() > 0  # fmt: skip
 
 
-def _insert_fresh(sql: Any, first: int, last: int) -> None:
+def test_tables_created_in_one_batch_are_all_captured(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24: the CREATEs of one micro-batch are applied side by side, each recording its
+    table in the job's table list; none may be lost from capture while writes race. In that
+    batch, reads of the list are slowed down (as a loaded driver or an object store slows
+    them), so the threads' updates overlap."""
+    seed_items(sql, 50)
+    config = make_config()
+    jobs.snapshot(spark, config)
+    _stream(spark, config)
+    created = [f"fresh{i}" for i in range(4)]
+    for name in created:
+        sql(ITEMS.replace("items", name))
+        _insert_fresh(sql, 1, 30, name)
+    with monkeypatch.context() as slowed, racer(created[0]), racer("items"):
+        slowed.setattr(HadoopFiles, "read_text", _slow_registry_reads(HadoopFiles.read_text))
+        _stream(spark, config)  # every CREATE in one batch
+    for name in created:
+        _insert_fresh(sql, 31, 40, name)
+        sql(f"UPDATE `{name}` SET qty = qty + 1 WHERE id % 2 = 0")
+    _stream(spark, config)
+    for name in created:
+        assert_silver_is_source(spark, sql, config, name)
+        assert_changelog_holds_each_change_once(spark, config, name)
+    assert_silver_is_source(spark, sql, config, "items")
+
+
+def _slow_registry_reads(
+    read_text: Callable[[HadoopFiles, str], str | None],
+) -> Callable[[HadoopFiles, str], str | None]:
+    """`HadoopFiles.read_text` taking a second longer for the job's table list."""
+
+    def slow(files: HadoopFiles, path: str) -> str | None:
+        text = read_text(files, path)
+        if "binlake-tables" in path:
+            time.sleep(1.0)
+        return text
+
+    return slow
+
+
+def _insert_fresh(sql: Any, first: int, last: int, table: str = "fresh") -> None:
     values = ", ".join(f"({i}, 'f{i}', {i % 13}, {i}.50, NULL)" for i in range(first, last + 1))
-    sql(f"INSERT INTO fresh VALUES {values}")
+    sql(f"INSERT INTO `{table}` VALUES {values}")
 
 
 @pytest.mark.parametrize("killed", [None, "stream_before_checkpoint_commit",
@@ -218,13 +263,13 @@ def test_reset_of_one_table_while_the_stream_keeps_running(
     jobs.snapshot(spark, config)
     running = threading.Thread(target=jobs.stream, args=(spark, config), daemon=True)
     running.start()
-    tables = Path(config.lake.path("_system", "checkpoints", "silver", "binlake-tables.json"))
+    tables = StreamTables(tables_path(config), ArrowFiles())
     qualified = f"{config.source.database}.items"
     with racer("items"), racer("other"):
-        wait_for(lambda: tables.exists() and qualified in json.loads(tables.read_text()))
+        wait_for(lambda: qualified in tables.read())
         jobs.snapshot(spark, config, ["items"], reset=True)
         # The running stream takes the table back once its new snapshot finished.
-        wait_for(lambda: qualified in json.loads(tables.read_text()))
+        wait_for(lambda: qualified in tables.read())
         time.sleep(3)
     for query in spark.streams.active:
         query.stop()
