@@ -160,13 +160,32 @@ def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
     sql("INSERT INTO other SELECT id, qty FROM items")
     config = make_config(snapshot=SNAPSHOT)
     truncate = ["TRUNCATE TABLE items", "INSERT INTO items VALUES (1, 'again', 1, 1.00, NULL)"]
-    new_key = ["ALTER TABLE items DROP PRIMARY KEY, ADD PRIMARY KEY (id, qty)"]
-    migrate_during_batches(monkeypatch, sql, {3: truncate, 8: new_key})
+    new_key = "ALTER TABLE items DROP PRIMARY KEY, ADD PRIMARY KEY (id, qty)"
+    real_read, real_reset = snapshot._read_and_commit, snapshot.reset_table
+    items_batches, resets = 0, 0
+
+    def read_and_commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal items_batches
+        if args[3].name == "items":
+            items_batches += 1
+            if items_batches == 2:  # while its second batch is read
+                threading.Thread(target=_run_soon, args=(sql, truncate), daemon=True).start()
+            if resets == 1 and not sql("SHOW INDEX FROM items WHERE Column_name = 'qty'"):
+                sql(new_key)  # the re-snapshot's first batch then meets it
+        return real_read(*args, **kwargs)
+
+    def reset_table(*args: Any, **kwargs: Any) -> None:
+        nonlocal resets
+        resets += 1
+        real_reset(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
+    monkeypatch.setattr(snapshot, "reset_table", reset_table)
     with racer():
         summary = jobs.snapshot(spark, config)
     chunks = Ledger(spark, config.lake.path("_system", "chunks")).chunks()
     assert summary.chunks == len(chunks) and all(c.finished for c in chunks)
-    assert sql("SHOW INDEX FROM items WHERE Key_name = 'PRIMARY' AND Column_name = 'qty'")
+    assert resets == 2  # after the TRUNCATE, then after the new key
     _stream_and_compare(spark, sql, config, racer)
     assert_silver_is_source(spark, sql, config, "other")
 
