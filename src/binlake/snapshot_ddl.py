@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -61,8 +60,6 @@ from binlake.typemap import map_table, spark_schema
 
 log = logging.getLogger(__name__)
 
-#: How long a table renamed to its shadow name waits for the shadow to take its name back.
-CUT_OVER_WAIT_S = 60.0
 #: Reads and commits a batch of chunks in the given layout (`snapshot._read_and_commit`).
 ReadBatch = Callable[[TableSchema, list[ChunkState]], list[ChunkResult]]
 
@@ -165,8 +162,6 @@ class FollowedTable:
     def follow(self, mark_now: Callable[[list[ChunkResult]], None]) -> None:
         """Every DDL on the table up to the binlog head, followed in order."""
         while (change := self.watch.next_change(self.name, self.entry)) is not None:
-            if change.kind == "park":
-                change = self._cut_over(change)
             why = refusal(change)
             if why:
                 what = (
@@ -187,20 +182,6 @@ class FollowedTable:
                 self.name, change.offset, _short(change),
                 len(caught_up),
             )  # fmt: skip
-
-    def _cut_over(self, park: SchemaChange) -> SchemaChange:
-        """The table renamed to its shadow name (gh-ost's two-step cut-over) and, once it lands,
-        the shadow renamed onto its name: one swap from the parked layout. A table that stays
-        away is a table renamed away."""
-        parked = SchemaEntry(park.offset, None, park.statement, park.before)
-        deadline = time.monotonic() + CUT_OVER_WAIT_S
-        while (swap := self.watch.next_change(self.name, parked)) is None:
-            if time.monotonic() > deadline:
-                return park
-            time.sleep(0.5)
-        if swap.kind != "swap":
-            return swap
-        return replace(swap, before=park.before)
 
 
 class Resnapshot(Exception):

@@ -121,33 +121,6 @@ def test_pt_online_schema_change_during_a_snapshot_is_followed(
     assert "region" in [n for n, _ in source_columns(sql, "items")]
 
 
-def test_gh_ost_two_step_cut_over_during_a_snapshot_is_followed(
-    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any
-) -> None:
-    """gh-ost's statements, scripted (its copy runs while nothing writes `items`; `other` is
-    written throughout): `items TO _items_del`, a chunk batch failing on the missing table,
-    then `_items_gho TO items`. The snapshot waits for the second rename and follows both as
-    one swap."""
-    seed_items(sql, 1200, copy="other")
-    config = make_config(snapshot=SNAPSHOT)
-    migrate_during_batches(monkeypatch, sql, {3: [
-        "CREATE TABLE _items_gho LIKE items",
-        "ALTER TABLE _items_gho ADD region VARCHAR(8) NOT NULL DEFAULT 'eu', MODIFY qty BIGINT",
-        "UPDATE items SET qty = qty + 1 WHERE id % 2 = 0",
-        "INSERT INTO _items_gho (id, name, qty, price, note) SELECT * FROM items",
-        "RENAME TABLE items TO _items_del",
-        "DO SLEEP(2)",  # a batch reads in the gap
-        "RENAME TABLE _items_gho TO items",
-        "UPDATE items SET region = 'us', qty = 5000000000 WHERE id % 3 = 0",
-        "DROP TABLE _items_del",
-    ]})  # fmt: skip
-    with racer("other"):
-        jobs.snapshot(spark, config)
-    _stream_and_compare(spark, sql, config, lambda: racer("other"))
-    assert "region" in [n for n, _ in source_columns(sql, "items")]
-    assert_silver_is_source(spark, sql, config, "other")
-
-
 def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
     spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: Any
 ) -> None:
