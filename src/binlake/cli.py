@@ -186,6 +186,10 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.command == "snapshot" and args.reset and not args.tables:
         raise ConfigError("--reset needs --tables naming the tables to snapshot again")
     config = config_from_args(args)
+    if args.command in _WRITES_LAKE:
+        from binlake.lease import refuse_if_running
+
+        refuse_if_running(config, args.command)
     if args.command in _PREFLIGHT:
         # Before the JVM: bad input ends in seconds, with nothing written.
         from binlake.preflight import preflight

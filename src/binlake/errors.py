@@ -67,6 +67,13 @@ class LakeError(BinlakeError):
     exit_code = 5
 
 
+class LeaseError(BinlakeError):
+    """Another process holds the lease of this job's ledger or checkpoint (`binlake.lease`), or
+    took it over from this one."""
+
+    exit_code = 10
+
+
 def carried_by(failure: BaseException) -> BinlakeError | None:
     """The binlake error a Spark failure carries in its text: raised in a Spark task (a chunk
     read, a binlog read), it reaches the driver as a Python traceback inside a Java exception,

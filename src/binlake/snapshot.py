@@ -41,6 +41,7 @@ from binlake.lake import (
     create_schemas,
 )
 from binlake.lake_files import HadoopFiles, LakeFiles, join
+from binlake.lease import HeldLease, snapshot_lease, stream_lease
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
@@ -96,10 +97,18 @@ def run_snapshot(
     """Snapshot the captured tables (or `only` these); resumes from the ledger and skips finished
     chunks. With `reset`, the named tables are snapshotted again from scratch, as is a table
     changed during its snapshot by a DDL bronze cannot follow (`snapshot_ddl`)."""
+    lease = snapshot_lease(HadoopFiles(spark), config)
+    with lease.held("binlake snapshot") as held:
+        return _run_snapshot(spark, config, held, only, reset)
+
+
+def _run_snapshot(
+    spark: SparkSession, config: Config, lease: HeldLease, only: list[str] | None, reset: bool
+) -> SnapshotSummary:
     started = time.monotonic()
     source = with_resolved_password(config.source)
     history = schema_history(spark, config)
-    rounds = [_snapshot_round(spark, config, source, history, only, reset, started)]
+    rounds = [_snapshot_round(spark, config, source, history, lease, only, reset, started)]
     while rounds[-1].resnapshot:
         if len(rounds) > RESNAPSHOTS:
             raise SchemaChangeError(
@@ -111,7 +120,7 @@ def run_snapshot(
         for reason in rounds[-1].resnapshot.values():
             log.warning("snapshot: %s; the table is snapshotted again, by itself", reason)
         again = [t.split(".", 1)[1] for t in rounds[-1].resnapshot]
-        rounds.append(_snapshot_round(spark, config, source, history, again, True, started))
+        rounds.append(_snapshot_round(spark, config, source, history, lease, again, True, started))
     chunks = {t: n for r in rounds for t, n in r.chunks.items()}  # the last plan of each table
     summary = SnapshotSummary(
         len(rounds[0].chunks), sum(chunks.values()), sum(r.read for r in rounds),
@@ -140,6 +149,7 @@ def _snapshot_round(
     config: Config,
     source: SourceConfig,
     history: SchemaHistory,
+    lease: HeldLease,
     only: list[str] | None,
     reset: bool,
     started: float,
@@ -172,7 +182,7 @@ def _snapshot_round(
         bulk_driver()  # say here, not only in the workers' logs, which reader the chunks use
         watch = DdlWatch(config, source, history)
         try:
-            scheduler = ChunkScheduler(spark, config, source, ledger, progress, watch)
+            scheduler = ChunkScheduler(spark, config, source, ledger, progress, watch, lease)
             resnapshot = scheduler.run(work)
         finally:
             watch.close()
@@ -235,6 +245,7 @@ class ChunkScheduler:
         ledger: Ledger,
         progress: Progress,
         watch: DdlWatch,
+        lease: HeldLease,
     ) -> None:
         self.spark = spark
         self.config = config
@@ -242,6 +253,7 @@ class ChunkScheduler:
         self.ledger = ledger
         self.progress = progress
         self.watch = watch
+        self.lease = lease
         self._committed: queue.SimpleQueue[_Committed] = queue.SimpleQueue()
         self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._stop = threading.Event()
@@ -301,6 +313,7 @@ class ChunkScheduler:
         queued is marked with its latest entry."""
         latest = {(r.table, r.chunk_id): r for c in committed for r in c.results}
         if latest:
+            self.lease.check()
             self.ledger.mark_finished(latest.values())
             self.progress.add([r for c in committed if c.marked is None for r in c.results])
             self.progress.report()
@@ -381,7 +394,7 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     for job in files.names(checkpoints):
         joined = StreamTables(join(checkpoints, job, TABLES_FOLDER), files)
         before = joined.update(lambda tables: {t: o for t, o in tables.items() if t != name})
-        if name in before:
+        if name in before and stream_lease(files, config, job).holder() is not None:
             _await_batch_in_flight(files, join(checkpoints, job))
     ledger.forget(table.qualified)
     # Emptied in place (a new version of the same table; a catalog's CREATE OR REPLACE), never
@@ -398,17 +411,11 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
 
 #: How long a reset waits for a running stream's batch that may still write the table.
 IN_FLIGHT_WAIT_S = 300.0
-#: A running stream touches this file in its checkpoint folder at least this often.
-HEARTBEAT = "binlake-heartbeat"
-HEARTBEAT_STALE_S = 60.0
 
 
 def _await_batch_in_flight(files: LakeFiles, checkpoint: str) -> None:
-    """Wait until the stream's batch planned before the table left its list has committed:
-    batches planned after it skip the table, so its lake tables can go."""
-    beat = files.modified(join(checkpoint, HEARTBEAT))
-    if beat is None or time.time() - beat > HEARTBEAT_STALE_S:
-        return  # no stream runs on this checkpoint
+    """Wait until the running stream's batch planned before the table left its list has
+    committed: batches planned after it skip the table, so its lake tables can go."""
     logged = batch_ids(files, join(checkpoint, "offsets"))
     if not logged:
         return

@@ -20,9 +20,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
-from binlake.errors import SnapshotIncompleteError, carried_by
+from binlake.errors import LeaseError, SnapshotIncompleteError, carried_by
 from binlake.lake import create_schemas
 from binlake.lake_files import HadoopFiles, LakeFiles, join
+from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
@@ -30,7 +31,6 @@ from binlake.schema_history import TABLES_FOLDER, SchemaEntry, SchemaHistory, St
 from binlake.silver import ensure_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import (
-    HEARTBEAT,
     batch_ids,
     ledger_path,
     schema_history,
@@ -173,6 +173,14 @@ class StreamSummary:
 
 def run_stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:
     """Start (or resume) the streaming query; with `available_now`, catch up and return."""
+    lease = stream_lease(HadoopFiles(spark), config)
+    with lease.held("binlake stream") as held:
+        return _run_stream(spark, config, held, available_now)
+
+
+def _run_stream(
+    spark: SparkSession, config: Config, lease: HeldLease, available_now: bool
+) -> StreamSummary:
     started = time.monotonic()
     source = with_resolved_password(config.source)
     with connection(source) as conn:
@@ -239,24 +247,25 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     )
     query = writer.start()
     try:
-        batches, changes = _follow(query, config, files)
+        batches, changes = _follow(query, config, lease)
     except StreamingQueryException as failure:
         raise sink.failure or carried_by(failure) or failure from None
     return StreamSummary(batches, changes, time.monotonic() - started)
 
 
-def _follow(query: StreamingQuery, config: Config, files: LakeFiles) -> tuple[int, int]:
-    """Wait for the query, logging each batch's progress; (batches, changes) when it ends."""
+def _follow(query: StreamingQuery, config: Config, lease: HeldLease) -> tuple[int, int]:
+    """Wait for the query, logging each batch's progress; (batches, changes) when it ends.
+    A lease taken over by another process stops the query."""
     totals = [0, 0]
     seen: set[int] = set()
-    beat = join(checkpoint_path(config), HEARTBEAT)
-    try:
-        while query.isActive:
-            files.write_text(beat, "")  # a reset waits for this stream's batch in flight
-            query.awaitTermination(min(max(int(config.stream.trigger_seconds), 1), 10))
-            _log_progress(query, seen, totals)
-    finally:
-        files.delete(beat)
+    while query.isActive:
+        query.awaitTermination(min(max(int(config.stream.trigger_seconds), 1), 10))
+        _log_progress(query, seen, totals)
+        try:
+            lease.check()
+        except LeaseError:
+            query.stop()
+            raise
     _log_progress(query, seen, totals)
     failure = query.exception()
     if failure is not None:
