@@ -198,10 +198,10 @@ def _run_stream(
     resume = checkpoint_offset(files, config)
     # The job's first start applies every configured table; silver that exists already (a job
     # started anew after a purged binlog, over re-snapshotted bronze) is replaced from bronze.
+    # The table list is recorded only once silver is replaced: a first start that fails before
+    # (a snapshot not finished, a crash) is a first start again.
     first_start = resume is None and not registry.exists()
-    if first_start:
-        registry.update(lambda joined: {**dict.fromkeys(t.qualified for t in tables), **joined})
-    joined = registry.read()
+    joined = dict.fromkeys(t.qualified for t in tables) if first_start else registry.read()
     applied = [t for t in tables if t.qualified in joined]
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
     history = schema_history(spark, config)
@@ -221,6 +221,8 @@ def _run_stream(
             history.reset(name, SchemaEntry(start, table))
 
     side_by_side(prepare, [t.qualified for t in applied])
+    if first_start:
+        registry.update(lambda recorded: {**joined, **recorded})
     spec = stream_spec(config, source, start, marks)
     if initial:
         join_ready_tables(spark, config, spec, by_name, start)
