@@ -11,7 +11,7 @@ and hand it to `LakeTable.save`: a path table saves it at its path, a catalog ta
 (`saveAsTable`), which Delta's catalog runs with the same semantics: `ignore` and
 `errorifexists` create, `overwrite` with `replaceWhere` replaces those rows, `overwrite` with
 `overwriteSchema` is a `CREATE OR REPLACE` that keeps the table and its properties, `append`
-honours `txnAppId`/`txnVersion` and `mergeSchema`.
+honours `mergeSchema`.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ the last change of each key by binlog position and merged into silver (delete â†
 insert/update â†’ upsert), and appended to the bronze changelog (side by side when the batch is
 large). Silver keeps `_binlake_offset`, the position of the change that last wrote each row,
 and every MERGE clause requires the incoming change to be newer, so replaying a batch after a
-crash changes nothing; the changelog append is made idempotent by Delta's `txnAppId`/
-`txnVersion`. Silver has Change Data Feed on: its CDF is the table's changelog for downstream
-jobs.
+crash changes nothing; the changelog append leaves out the changes it holds already (each is its
+offset and operation), so a replayed batch, a join repeated at another position or a job started
+again over a deleted checkpoint appends each change once. Silver has Change Data Feed on: its CDF
+is the table's changelog for downstream jobs.
 """
 
 from __future__ import annotations
@@ -145,9 +146,10 @@ class TableApply:
     """One table's rows of a batch (or of a segment between two DDLs): the MERGE and the
     changelog append (side by side from `SIDE_BY_SIDE_CHANGES`).
 
-    The changelog append is idempotent by Delta's `txnAppId`/`txnVersion` (`app`, `version`);
-    the MERGE by the offsets it compares. Its fixed cost is one small aggregate (the count, key
-    range and, for a single-column key, the key list) plus the two commits. The MERGE condition
+    Both are idempotent by the offsets they compare: the MERGE updates only with newer
+    changes, the changelog appends only changes it does not hold. Their fixed cost is one small
+    aggregate (the count, key and offset ranges and, for a single-column key, the key list)
+    plus the two commits. The MERGE condition
     names the batch's keys (their list, or their range) as a target-only predicate, so Delta
     skips the silver files that cannot hold them instead of scanning the whole table.
     """
@@ -157,7 +159,7 @@ class TableApply:
         self.table = table
         self.columns = columns
 
-    def __call__(self, changes: DataFrame, app: str, version: int) -> int:
+    def __call__(self, changes: DataFrame) -> int:
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
         # JSON images is most of what reading it costs.
         typed = typed_changes(changes, self.columns, self.table).persist()
@@ -170,10 +172,10 @@ class TableApply:
             # replayed exactly whatever the order.
             if count < SIDE_BY_SIDE_CHANGES:
                 self._merge(typed, summary)  # first: a small batch's latency is silver's commit
-                self._append_changelog(typed, app, version)
+                self._append_changelog(typed, summary)
             else:
                 with ThreadPoolExecutor(1, thread_name_prefix="binlake-changelog") as pool:
-                    changelog = pool.submit(self._append_changelog, typed, app, version)
+                    changelog = pool.submit(self._append_changelog, typed, summary)
                     self._merge(typed, summary)
                     changelog.result()
             return count
@@ -205,26 +207,37 @@ class TableApply:
             if len(key) == 1
             else []
         )
-        return typed.agg(F.count(F.lit(1)).alias("count"), *bounds, *keys).collect()[0]
+        offsets = [F.min("_offset").alias("offset_lo"), F.max("_offset").alias("offset_hi")]
+        return typed.agg(F.count(F.lit(1)).alias("count"), *bounds, *offsets, *keys).collect()[0]
 
-    def _append_changelog(self, typed: DataFrame, app: str, version: int) -> None:
-        changelog_table(self.config, self.table).save(
-            typed.select(
-                "_op",
-                F.col("_offset").alias(OFFSET_COLUMN),
-                "_file",
-                "_pos",
-                "_row",
-                F.timestamp_seconds("_ts").alias("_commit_ts"),
-                "_before",
-                "_after",
+    def _append_changelog(self, typed: DataFrame, summary: Row) -> None:
+        """Append the changes the changelog does not hold: those of the batch's offset range
+        it holds (a replay, a repeated join, a new checkpoint reading from an older offset)
+        are read by their file statistics, usually none, and left out."""
+        changelog = changelog_table(self.config, self.table)
+        rows = typed.select(
+            "_op",
+            F.col("_offset").alias(OFFSET_COLUMN),
+            "_file",
+            "_pos",
+            "_row",
+            F.timestamp_seconds("_ts").alias("_commit_ts"),
+            "_before",
+            "_after",
+        )
+        spark = typed.sparkSession
+        if changelog.exists(spark):
+            held = (
+                changelog.read(spark)
+                .where(F.col(OFFSET_COLUMN).between(summary["offset_lo"], summary["offset_hi"]))
+                .select(OFFSET_COLUMN, "_op")
             )
-            .write.format("delta")
+            rows = rows.join(F.broadcast(held), [OFFSET_COLUMN, "_op"], "left_anti")
+        changelog.save(
+            rows.write.format("delta")
             .mode("append")
             .option("mergeSchema", "true")
             .options(**column_mapping(self.columns.fieldNames()))
-            .option("txnAppId", app)
-            .option("txnVersion", version)
         )
 
     def _merge(self, typed: DataFrame, summary: Row) -> None:

@@ -41,11 +41,6 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
-def offset_version(offset: BinlogOffset) -> int:
-    """A `txnVersion` that grows with the binlog offset."""
-    return offset.sort_key[0] * (1 << 40) + offset.pos
-
-
 class BatchSink:
     """The `foreachBatch` function of the stream query `spec.name`."""
 
@@ -91,8 +86,7 @@ class BatchSink:
                 t for t in {*counts, *(d.table for d in ddl)}
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
-            app = f"binlake-{self.config.stream.job_name}"
-            steps = self._apply_tables(batch, names, ddl, app, batch_id * 1000)
+            steps = self._apply_tables(batch, names, ddl)
             if names:
                 log.info(
                     "batch %d applied in %.1f s: %s",
@@ -106,14 +100,13 @@ class BatchSink:
             join_ready_tables(batch.sparkSession, self.config, self.spec, self.tables, end)
 
     def _apply_tables(
-        self, batch: DataFrame, names: list[str], ddl: list[SchemaChangeRecord], app: str,
-        version: int,
-    ) -> list[tuple[str, float]]:  # fmt: skip
+        self, batch: DataFrame, names: list[str], ddl: list[SchemaChangeRecord]
+    ) -> list[tuple[str, float]]:
         def one(name: str) -> tuple[str, float]:
             own = [d for d in ddl if d.table == name]
             _, seconds = timed(
                 apply_table_changes, batch.sparkSession, self.config, self.history, self.joined,
-                batch, name, own, f"{app}-{name}", version,
+                batch, name, own,
             )  # fmt: skip
             return name, seconds
 
@@ -128,8 +121,6 @@ def apply_table_changes(
     batch: DataFrame,
     name: str,
     ddl: list[SchemaChangeRecord],
-    app: str,
-    version: int,
 ) -> None:
     """One table's rows and DDL of `batch`, segment by segment in binlog order."""
     rows = batch.where((F.col("_table") == name) & (F.col("_op") != DDL))
@@ -143,7 +134,7 @@ def apply_table_changes(
         schema = _segment_schema(history, name, ddl, index)
         columns = data_columns(spark, silver_table(config, schema)) if schema else None
         if schema is not None and columns is not None:
-            TableApply(config, schema, columns)(segment, app, version + index)
+            TableApply(config, schema, columns)(segment)
         if index < len(ddl):
             _apply_ddl(spark, config, history, joined, ddl[index])
 
@@ -214,8 +205,8 @@ def join_ready_tables(
     yet: their changes from their chunks' high watermarks up to `position` (or their last high
     watermark, if later) are read in one pass over the binlog and applied side by side, then
     the job's table list records them from that offset on. A crash before that record repeats
-    the join, which is idempotent: silver is rebuilt from bronze, the changelog append is
-    keyed by the join's offset."""
+    the join, which is idempotent: silver is rebuilt from bronze, and the changelog appends only
+    the changes it does not hold."""
     files = HadoopFiles(spark)
     registry = StreamTables(spec.tables_path, files)
     pending = [t for t in tables if t not in registry.read()]
@@ -240,11 +231,7 @@ def join_ready_tables(
         rows = snapshot_rows(chunks, name)
         ensure_silver(spark, config, tables[name], from_bronze=True, replace=True, bronze_rows=rows)
         own = [d for d in caught_up.ddl if d.table == name]
-        app = f"binlake-{config.stream.job_name}-join-{name}"
-        apply_table_changes(
-            spark, config, history, registry, caught_up.frame, name, own, app,
-            offset_version(until),
-        )  # fmt: skip
+        apply_table_changes(spark, config, history, registry, caught_up.frame, name, own)
 
     side_by_side(join, ready)
     registry.update(lambda joined: {**joined, **dict.fromkeys(ready, until)})

@@ -425,8 +425,8 @@ def _await_batch_in_flight(files: LakeFiles, checkpoint: str) -> None:
         if time.monotonic() > deadline:
             raise SourceError(
                 f"the stream under {checkpoint} has not finished batch {newest} in "
-                f"{IN_FLIGHT_WAIT_S:.0f} s; if it is stopped, remove that batch's offsets file "
-                "or run the stream once, then reset again"
+                f"{IN_FLIGHT_WAIT_S:.0f} s, and it still holds its lease: stop it (it applies the "
+                "batch again when it starts), then reset again"
             )
         time.sleep(0.5)
 

@@ -4,15 +4,24 @@ changelog."""
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
 
 from binlake import jobs
 from binlake.errors import SnapshotIncompleteError
+from binlake.lake import lake_table
+from binlake.schema_history import StreamTables
 from binlake.snapshot import ChunkScheduler
 
-from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
+from .items import (
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+    running_stream,
+    seed_items,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -46,3 +55,67 @@ def test_a_new_job_started_before_the_reset_snapshot_finished_builds_silver_from
     jobs.stream(spark, again, available_now=True)
     assert_silver_is_source(spark, sql, again, "items")
     assert_changelog_holds_each_change_once(spark, again, "items")
+
+
+def _changelog_offsets(spark: Any, config: Any, table: str) -> int:
+    """How many changes the changelog holds (after checking each is there once)."""
+    assert_changelog_holds_each_change_once(spark, config, table)
+    name = f"{table}__changelog"
+    return lake_table(config.lake, "bronze", config.source.database, name).read(spark).count()
+
+
+def test_a_job_started_again_over_a_deleted_checkpoint_appends_each_change_once(
+    spark: Any, sql: Any, make_config: Any
+) -> None:
+    """Deleting a checkpoint and starting the job again under its name is the usual Spark
+    habit. On the parent commit the new checkpoint's batch ids started at 0 again, and Delta
+    skipped every changelog append until they passed the old ones: the changes were lost."""
+    seed_items(sql, 300)
+    config = make_config()
+    jobs.snapshot(spark, config)
+    sql("UPDATE items SET qty = qty + 1 WHERE id <= 100")
+    jobs.stream(spark, config, available_now=True)
+    sql("UPDATE items SET qty = qty + 1 WHERE id > 250")
+    jobs.stream(spark, config, available_now=True)
+    assert _changelog_offsets(spark, config, "items") == 150
+    shutil.rmtree(config.lake.path("_system", "checkpoints", config.stream.job_name))
+    sql("UPDATE items SET qty = qty + 1 WHERE id BETWEEN 101 AND 130")
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert _changelog_offsets(spark, config, "items") == 180
+
+
+def test_a_join_repeated_after_a_crash_appends_each_change_once(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table added to `source.tables` joins the running job once its snapshot finishes: its
+    changes since its chunks' high watermarks are applied, then the job's table list records
+    it. A crash between the two repeats the join when the job starts again, at the position of
+    its last committed batch, then replays the batch that crashed. On the parent commit the
+    join's changelog append was keyed by its position, and the replayed batch appended the
+    changes after it a second time."""
+    seed_items(sql, 300, copy="other")
+    config = make_config(source={"tables": ["items"]}, stream={"trigger_interval": "1s"})
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    both = make_config(source={"tables": ["items", "other"]}, stream={"trigger_interval": "1s"})
+    other = f"{config.source.database}.other"
+    update = StreamTables.update
+    crashed: list[bool] = []
+
+    def crash_before_recording_the_join(self: StreamTables, change: Any) -> Any:
+        if other in change({}) and not crashed:
+            crashed.append(True)
+            raise RuntimeError("killed before the join was recorded")
+        return update(self, change)
+
+    with racer("other"), monkeypatch.context() as patched:
+        patched.setattr(StreamTables, "update", crash_before_recording_the_join)
+        with running_stream(spark, both) as stream:
+            jobs.snapshot(spark, both)  # `other` joins the running stream when it finishes
+            wait_for(lambda: not stream.is_alive())
+    assert crashed
+    jobs.stream(spark, both, available_now=True)
+    assert_silver_is_source(spark, sql, both, "items")
+    assert_silver_is_source(spark, sql, both, "other")
+    assert_changelog_holds_each_change_once(spark, both, "other")

@@ -76,10 +76,9 @@ def _batch(spark: SparkSession, table: TableSchema, changes: list[Change]) -> Da
     return spark.createDataFrame(rows, CHANGE_SCHEMA)
 
 
-def _apply(spark: SparkSession, config: Config, table: TableSchema, changes: list[Change],
-           version: int) -> int:  # fmt: skip
+def _apply(spark: SparkSession, config: Config, table: TableSchema, changes: list[Change]) -> int:
     columns = spark_schema(table)
-    return TableApply(config, table, columns)(_batch(spark, table, changes), "test-app", version)
+    return TableApply(config, table, columns)(_batch(spark, table, changes))
 
 
 def _silver(spark: SparkSession, config: Config, table: TableSchema) -> DataFrame:
@@ -103,7 +102,7 @@ def test_a_batch_lands_each_keys_last_change_by_binlog_position(
         ("insert", 600, None, (3, "cap", Decimal("9.99"))),
         ("delete", 700, (3, "cap", Decimal("9.99")), None),
     ]
-    assert _apply(spark, config, ITEMS, batch, 0) == len(batch)
+    assert _apply(spark, config, ITEMS, batch) == len(batch)
     expected = _rows(spark, ITEMS, [(1, "pen", Decimal("1.50")), (2, "ink again", None)])
     assert_df_equality(_silver(spark, config, ITEMS), expected, ignore_row_order=True)
 
@@ -121,20 +120,25 @@ def test_a_replayed_batch_changes_nothing_and_logs_nothing_twice(
         ("update", 200, (1, "a", 1), (1, "a2", 1)),
         ("delete", 210, (2, "b", 2), None),
     ]
-    _apply(spark, config, ITEMS, first, 0)
-    _apply(spark, config, ITEMS, second, 1)
+    _apply(spark, config, ITEMS, first)
+    _apply(spark, config, ITEMS, second)
     after = _silver(spark, config, ITEMS)
     expected = after.collect()
-    # A restart replays both batches (same versions): the changelog's txn skips them, and
-    # silver's offsets reject the older images, so the re-insert of key 2 does not happen.
-    _apply(spark, config, ITEMS, first, 0)
-    _apply(spark, config, ITEMS, second, 1)
+    # A restart replays both batches: the changelog holds their changes already, and silver's
+    # offsets reject the older images, so the re-insert of key 2 does not happen.
+    _apply(spark, config, ITEMS, first)
+    _apply(spark, config, ITEMS, second)
     assert_df_equality(
         _silver(spark, config, ITEMS), spark.createDataFrame(expected, after.schema),
         ignore_row_order=True,
     )  # fmt: skip
     changelog = changelog_table(config, ITEMS).read(spark)
     assert changelog.count() == len(first) + len(second)
+    # A batch read again from an older offset holds changes appended and new ones: only the
+    # new ones are appended.
+    _apply(spark, config, ITEMS, [*second, ("insert", 300, None, (3, "c", 3))])
+    offsets = changelog_table(config, ITEMS).read(spark).select("_binlake_offset", "_op")
+    assert offsets.count() == offsets.distinct().count() == len(first) + len(second) + 1
 
 
 def test_a_batch_past_the_key_list_limit_merges_by_key_range(
@@ -143,7 +147,7 @@ def test_a_batch_past_the_key_list_limit_merges_by_key_range(
     ensure_silver(spark, config, ITEMS, from_bronze=False)
     keys = MERGE_KEY_LIST_LIMIT + 50
     inserts: list[Change] = [("insert", 100 + k, None, (k, f"n{k}", None)) for k in range(keys)]
-    _apply(spark, config, ITEMS, inserts, 0)
+    _apply(spark, config, ITEMS, inserts)
     # Every other key updated, every tenth deleted; rows outside the batch's range untouched.
     later: list[Change] = [
         ("delete", 10_000 + k, (k, f"n{k}", None), None)
@@ -151,7 +155,7 @@ def test_a_batch_past_the_key_list_limit_merges_by_key_range(
         else ("update", 10_000 + k, (k, f"n{k}", None), (k, f"u{k}", None))
         for k in range(0, keys, 2)
     ]
-    _apply(spark, config, ITEMS, later, 1)
+    _apply(spark, config, ITEMS, later)
     expected = [
         (k, f"n{k}" if k % 2 else f"u{k}", None) for k in range(keys) if k % 2 or k % 10 != 0
     ]
@@ -169,7 +173,7 @@ def test_a_composite_key_matches_on_every_key_column(spark: SparkSession, config
         ("update", 130, (1, 2, 6), (1, 2, 60)),
         ("delete", 140, (2, 1, 7), None),
     ]
-    _apply(spark, config, LINES, batch, 0)
+    _apply(spark, config, LINES, batch)
     expected = _rows(spark, LINES, [(1, 1, 5), (1, 2, 60)])
     assert_df_equality(
         _silver(spark, config, LINES).orderBy("order_id", "line"),
