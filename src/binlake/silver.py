@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 
 from binlake.change_record import typed_image
 from binlake.config import Config
+from binlake.errors import LakeError
 from binlake.lake import LakeTable, bronze_table, column_mapping, column_name, lake_table
 from binlake.schema import TableSchema
 from binlake.typemap import exact_key, key_literal, spark_schema
@@ -118,6 +119,20 @@ def _save_silver(frame: DataFrame, silver: LakeTable, mapping: dict[str, str], m
         .mode(mode)
         .option("overwriteSchema", "true")
     )
+
+
+def require_silver(spark: SparkSession, config: Config, table: TableSchema) -> None:
+    """Refuse to go on for a table the stream applies whose silver is gone (dropped or moved):
+    rebuilt from bronze it would miss every change since the snapshot, and skipped it would
+    miss the batch's."""
+    silver = silver_table(config, table)
+    if not silver.exists(spark):
+        raise LakeError(
+            f"silver of {table.qualified}, {silver}, is missing (dropped or moved?): the stream "
+            "applies its changes to it and cannot go on without it; nothing was committed. "
+            "Restore it (move it back, or Delta's RESTORE of a dropped catalog table), or "
+            f"rebuild it: `binlake snapshot --tables {table.name} --reset`, then stream again"
+        )
 
 
 def data_columns(spark: SparkSession, silver: LakeTable) -> T.StructType | None:

@@ -32,7 +32,14 @@ from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
-from binlake.silver import TableApply, data_columns, ensure_silver, silver_table, timed
+from binlake.silver import (
+    TableApply,
+    data_columns,
+    ensure_silver,
+    require_silver,
+    silver_table,
+    timed,
+)
 from binlake.silver_schema import SchemaChangeRecord, apply_schema_change
 from binlake.snapshot import ledger_path
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, read_range
@@ -132,9 +139,12 @@ def apply_table_changes(
         if high is not None:
             segment = segment.where(F.col("_offset") < position_token(high, 0))
         schema = _segment_schema(history, name, ddl, index)
-        columns = data_columns(spark, silver_table(config, schema)) if schema else None
-        if schema is not None and columns is not None:
-            TableApply(config, schema, columns)(segment)
+        if schema is not None:
+            columns = data_columns(spark, silver_table(config, schema))
+            if columns is None:
+                require_silver(spark, config, schema)
+            else:
+                TableApply(config, schema, columns)(segment)
         if index < len(ddl):
             _apply_ddl(spark, config, history, joined, ddl[index])
 

@@ -28,7 +28,7 @@ from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
 from binlake.schema_history import TABLES_FOLDER, SchemaEntry, SchemaHistory, StreamTables
-from binlake.silver import ensure_silver
+from binlake.silver import ensure_silver, require_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import (
     batch_ids,
@@ -213,6 +213,8 @@ def _run_stream(
 
     def prepare(name: str) -> None:
         table = by_name[name]
+        if not first_start:
+            require_silver(spark, config, table)
         ensure_silver(
             spark, config, table, from_bronze=initial, replace=first_start and initial,
             bronze_rows=snapshot_rows(chunks, name),

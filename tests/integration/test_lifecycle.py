@@ -5,12 +5,13 @@ changelog."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from binlake import jobs
-from binlake.errors import SnapshotIncompleteError
+from binlake.errors import LakeError, SnapshotIncompleteError
 from binlake.lake import lake_table
 from binlake.schema_history import StreamTables
 from binlake.snapshot import ChunkScheduler
@@ -119,3 +120,28 @@ def test_a_join_repeated_after_a_crash_appends_each_change_once(
     assert_silver_is_source(spark, sql, both, "items")
     assert_silver_is_source(spark, sql, both, "other")
     assert_changelog_holds_each_change_once(spark, both, "other")
+
+
+def test_a_missing_silver_table_stops_the_stream_until_it_is_rebuilt(
+    spark: Any, sql: Any, make_config: Any, racer: Any
+) -> None:
+    """Silver moved away by hand (or dropped) while the job was stopped: on the parent commit
+    the next start rebuilt it from the old bronze and lost every change since the snapshot,
+    without a word; a silver that went while the job ran was skipped and its batch committed."""
+    seed_items(sql, 300)
+    config = make_config()
+    jobs.snapshot(spark, config)
+    sql("UPDATE items SET qty = qty + 1 WHERE id <= 100")
+    jobs.stream(spark, config, available_now=True)
+    silver = Path(config.lake.path("silver", config.source.database, "items"))
+    moved = silver.with_name("items-moved")
+    silver.rename(moved)
+    sql("UPDATE items SET qty = qty + 1 WHERE id > 250")
+    with pytest.raises(LakeError, match=r"silver of .*items.* is missing .* --reset"):
+        jobs.stream(spark, config, available_now=True)
+    with racer():
+        jobs.snapshot(spark, config, ["items"], reset=True)
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
