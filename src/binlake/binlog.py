@@ -33,7 +33,7 @@ from binlake.reconnect import MAX_BACKOFF_S, is_transient
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
 from binlake.schema import Column, TableSchema
 from binlake.schema_history import SchemaChange, SchemaTracker
-from binlake.source import Connection, binlog_files, connection, tls_options
+from binlake.source import Connection, binlog_files, connection, current_offset, tls_options
 
 log = logging.getLogger(__name__)
 
@@ -153,18 +153,40 @@ def check_available(source: SourceConfig, start: BinlogOffset, tables: list[str]
     its high watermarks (the old `job`'s checkpoint points into the lost binlog), makes silver
     whole again."""
     with connection(source) as conn:
+        head = current_offset(conn)
         files = binlog_files(conn)
+    if head < start:
+        raise binlog_behind(source, start, head, tables, job)
     if start.file not in files:
-        names = ",".join(sorted(t.split(".", 1)[1] for t in tables))
         raise BinlogPurgedError(
             f"the source has purged binlog file {start.file} (oldest kept: "
             f"{files[0] if files else 'none'}), so the changes after {start} to "
-            f"{', '.join(sorted(tables))} are lost to binlake: re-snapshot them with "
-            f"`binlake snapshot --tables {names} --reset`, then stream them under a new "
-            f"stream.job_name (the checkpoint of {job!r} points into the lost binlog), e.g. "
-            f"`binlake stream --set stream.job_name={job}-2`; and keep binlogs longer on the "
-            "source (binlog_expire_logs_seconds)"
+            f"{', '.join(sorted(tables))} are lost to binlake: {_lost_remedy(tables, job)}; "
+            "and keep binlogs longer on the source (binlog_expire_logs_seconds)"
         )
+
+
+def binlog_behind(
+    source: SourceConfig, start: BinlogOffset, head: BinlogOffset, tables: list[str], job: str
+) -> BinlogPurgedError:
+    """The source's binlog ends before the stream's position: read as it is, the stream would
+    wait there forever, showing no lag, while the source's changes go by."""
+    return BinlogPurgedError(
+        f"the source at {source.host}:{source.port} ends its binlog at {head}, before the "
+        f"stream's position {start}: its binlog was reset (RESET MASTER), its log_bin basename "
+        "changed, or another server (a promoted replica) answers at that address. binlake's "
+        f"positions of {', '.join(sorted(tables))} mean nothing there, and the changes since "
+        f"are lost to binlake: {_lost_remedy(tables, job)}"
+    )
+
+
+def _lost_remedy(tables: list[str], job: str) -> str:
+    names = ",".join(sorted(t.split(".", 1)[1] for t in tables))
+    return (
+        f"re-snapshot them with `binlake snapshot --tables {names} --reset`, then stream them "
+        f"under a new stream.job_name (the checkpoint of {job!r} points into the lost binlog), "
+        f"e.g. `binlake stream --set stream.job_name={job}-2`"
+    )
 
 
 def check_binlog_dump(

@@ -78,6 +78,7 @@ def stream_spec(
     """The stream reader's spec for this config's job (its query name unless `name`)."""
     return StreamSpec(
         name=name or f"binlake_binlog_{config.stream.job_name}",
+        job=config.stream.job_name,
         source=source,
         server_id=config.stream_server_id,
         database=config.source.database,

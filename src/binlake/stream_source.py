@@ -30,7 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
-from binlake.binlog import follow_changes
+from binlake.binlog import binlog_behind, follow_changes
 from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
 from binlake.changes import RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
@@ -91,6 +91,7 @@ class StreamSpec:
     """Everything a stream reader needs; pickled with the source class into Spark's workers."""
 
     name: str
+    job: str  # stream.job_name
     source: SourceConfig
     server_id: int
     database: str
@@ -165,9 +166,13 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         head = self.target or self._head()
+        position = BinlogOffset.from_dict(start)
+        if head < position:
+            tables = sorted(StreamTables(self.spec.tables_path, ArrowFiles()).read())
+            raise binlog_behind(self.spec.source, position, head, tables, self.spec.job)
         if self.spec.stop is not None:
             head = min(head, self.spec.stop)
-        return max(head, BinlogOffset.from_dict(start)).to_dict()
+        return max(head, position).to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = BinlogOffset.from_dict(start), BinlogOffset.from_dict(end)

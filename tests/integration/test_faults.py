@@ -32,6 +32,7 @@ from .items import (
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
     seed_items,
+    wait_for,
 )
 from .replay import connect, subprocess_env
 from .servers import PrivateServer
@@ -336,6 +337,59 @@ def run_killed_at(config_file: Path, point: tuple[str, str, int], args: list[str
     )  # fmt: skip
     assert crashed.returncode == 137, crashed.stderr[-3000:]
     assert "crash: killed" in crashed.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Binlog coordinates that go backwards
+
+
+def test_a_binlog_reset_under_a_running_stream_stops_it_with_the_remedy(
+    spark: Any, private_mariadb: Any, make_private_config: Any
+) -> None:
+    """`RESET MASTER` while the stream runs: the source's binlog starts again at file 1, before
+    the stream's position. On the parent commit the stream waited at its position forever,
+    showing no lag, while the source's changes went by; now it stops (exit 6) with the remedy,
+    and a start after it refuses the same way. The remedy lands silver equal to the source."""
+    from binlake.errors import BinlogPurgedError
+
+    server = private_mariadb({})
+    _create_items(server, 300)
+    config = make_private_config(
+        server, DATABASE, snapshot={"chunk_size": 100}, stream={"trigger_interval": "1s"}
+    )
+    jobs.run(spark, config)
+    with RestartProofRacer(server, rotate_every=1000) as racer:
+        while racer.statements < 300:
+            time.sleep(0.1)
+    with running(lambda: jobs.stream(spark, config)) as (stream, failures):
+        wait_for(lambda: bool(spark.streams.active) or not stream.is_alive())
+        time.sleep(3)
+        with connect(server.db_env, DATABASE) as conn, conn.cursor() as cur:
+            cur.execute("RESET MASTER")
+            cur.execute("UPDATE items SET qty = qty + 1 WHERE id <= 20")
+        try:
+            wait_for(lambda: not stream.is_alive(), timeout=60)
+        finally:
+            for query in spark.streams.active:
+                query.stop()
+    assert len(failures) == 1 and isinstance(failures[0], BinlogPurgedError), failures
+    for refusal in (str(failures[0]), _refused_start(spark, config)):
+        assert "RESET MASTER" in refusal and "binlake snapshot --tables items --reset" in refusal
+
+    jobs.snapshot(spark, config, ["items"], reset=True)
+    renamed = make_private_config(
+        server, DATABASE, snapshot={"chunk_size": 100}, stream={"job_name": "silver-2"}
+    )
+    jobs.stream(spark, renamed, available_now=True)
+    _check(spark, server, renamed)
+
+
+def _refused_start(spark: Any, config: Any) -> str:
+    from binlake.errors import BinlogPurgedError
+
+    with pytest.raises(BinlogPurgedError) as raised:
+        jobs.stream(spark, config, available_now=True)
+    return str(raised.value)
 
 
 # ---------------------------------------------------------------------------------------------
