@@ -27,6 +27,7 @@ from pymysqlreplication.row_event import (
 
 from binlake.changes import Op, Row, RowChange
 from binlake.config import SourceConfig
+from binlake.ddl import short_statement
 from binlake.errors import BinlogPurgedError, SourceConnectionError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition
 from binlake.reconnect import MAX_BACKOFF_S, is_transient
@@ -374,6 +375,10 @@ class _Reader:
         if self.tracker is None or offset <= self.start or event.query == "BEGIN":
             return
         default = event.schema.decode() if isinstance(event.schema, bytes) else event.schema
+        for table in self.tracker.changed_by_dml(event.query, default):
+            floor = self.floors.get(table)
+            if floor is None or offset > floor:
+                raise _statement_dml(table, offset, event.query)
         for change in self.tracker.on_statement(event.query, default, offset):
             name = change.table.split(".", 1)[1]
             old = self.decoders.pop(name, None)
@@ -405,6 +410,18 @@ class _Reader:
             for index, image in enumerate(images):
                 position = ChangePosition(offset, index)
                 yield RowChange(qualified, Op.DELETE, position, image, None, ts, table)
+
+
+def _statement_dml(table: str, offset: BinlogOffset, statement: str) -> SourceError:
+    name = table.split(".", 1)[1]
+    return SourceError(
+        f"the binlog holds a change to {table} at {offset} logged as a statement, not as row "
+        f"events ({short_statement(statement)!r}): a session ran with binlog_format STATEMENT "
+        "or MIXED, and binlake, which reads row events, cannot apply it. Keep "
+        "binlog_format=ROW in every session (changing it needs SUPER or BINLOG ADMIN), then "
+        "snapshot the table again: "
+        f"`binlake snapshot --tables {name} --reset` (the stream goes on past this statement)"
+    )
 
 
 def _refuse_unreadable(event: Any) -> None:

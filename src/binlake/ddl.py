@@ -1,4 +1,5 @@
-"""Which tables a DDL statement from the binlog changes, and how.
+"""Which tables a DDL statement from the binlog changes, and how (and which tables a DML statement
+logged as a statement may change: its rows have no row events, so binlake cannot apply them).
 
 The binlog carries DDL as the statement's text in QUERY events, not as a structured change. binlake
 reads each affected table's new schema from the server, so from the text it needs only which
@@ -12,6 +13,7 @@ accepted the statement, so the text is not validated again.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -149,6 +151,12 @@ class Parser:
         return [Parser(part) for part in parts if part]
 
 
+def short_statement(statement: str) -> str:
+    """A statement for a message: on one line, at most 120 characters."""
+    text = " ".join(statement.split())
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 def parse_ddl(statement: str) -> Ddl | None:
     """The table changes of a QUERY event's statement; None for anything that changes no table's
     rows or layout (BEGIN, COMMIT, CREATE DATABASE, GRANT, temporary tables, views, SET, ...)."""
@@ -270,3 +278,53 @@ def _rename(p: Parser) -> Ddl | None:
         p.expect("TO")
         renames.append((old, p.table()))
     return Ddl("rename", (), tuple(renames))
+
+
+#: Words between a DML verb and its first table, and words after which a table reference follows.
+_DML_MODIFIERS = ("LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE", "QUICK", "INTO")
+_TABLE_FOLLOWS = ("FROM", "JOIN", "USING", "INTO", "TABLE")
+_DML_ENDS = ("SET", "WHERE", "VALUES", "VALUE", "SELECT", "ON", "ORDER", "LIMIT", "PARTITION")
+
+
+def dml_tables(statement: str) -> tuple[TableRef, ...] | None:
+    """The tables a DML statement (INSERT, REPLACE, UPDATE, DELETE, LOAD DATA) may change, read
+    conservatively: every table reference of its table list, targets and joined tables alike
+    (a multi-table DELETE may name its targets by alias). None for any other statement."""
+    parser = Parser(tokenize(statement))
+    verb = parser.keyword("INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD")
+    if verb is None:
+        return None
+    tables: list[TableRef] = []
+    with contextlib.suppress(Unparseable):  # a shape not foreseen: the references read up to it
+        _dml_references(parser, verb, tables)
+    return tuple(tables)
+
+
+def _dml_references(parser: Parser, verb: str, tables: list[TableRef]) -> None:
+    expect_table = verb != "LOAD"  # LOAD DATA ... INTO TABLE t
+    depth = 0
+    while (token := parser.peek()) is not None:
+        word = token.text.upper() if token.kind == "word" else ""
+        if token.kind == "punct":
+            depth += {"(": 1, ")": -1}.get(token.text, 0)
+            parser.pos += 1
+            expect_table = depth == 0 and token.text == "," and verb in ("UPDATE", "DELETE")
+        elif depth == 0 and word in _DML_ENDS and verb != "LOAD":
+            break
+        elif depth == 0 and (word in _DML_MODIFIERS or word in _TABLE_FOLLOWS):
+            parser.pos += 1
+            expect_table = expect_table or word in _TABLE_FOLLOWS
+        elif depth == 0 and expect_table and token.kind in ("word", "name"):
+            tables.append(_dml_table(parser))
+            expect_table = False
+        else:
+            parser.pos += 1
+            expect_table = False
+
+
+def _dml_table(parser: Parser) -> TableRef:
+    """A table reference, or a multi-table DELETE's `t.*`."""
+    first = parser.name()
+    if not parser.punct("."):
+        return TableRef(None, first)
+    return TableRef(None, first) if parser.punct("*") else TableRef(first, parser.name())

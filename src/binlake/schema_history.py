@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from binlake.ddl import Ddl, TableRef, parse_ddl
+from binlake.ddl import Ddl, TableRef, dml_tables, parse_ddl, short_statement
 from binlake.ddl_schema import Charsets, schema_after_alter
 from binlake.errors import SchemaChangeError, SourceError
 from binlake.lake_files import LakeFiles, join
@@ -300,6 +300,17 @@ class SchemaTracker:
             return captured_by(name, self.patterns)
         return before is not None
 
+    def changed_by_dml(self, statement: str, default_database: str) -> list[str]:
+        """The tables binlake holds that a DML statement in the binlog may change: logged as a
+        statement (a session with binlog_format STATEMENT or MIXED), it has no row events."""
+        held = []
+        for ref in dml_tables(statement) or ():
+            database, name = ref.qualified(default_database)
+            entry = self.entries.get(f"{database}.{name}")
+            if database == self.database and entry is not None and entry.schema is not None:
+                held.append(f"{database}.{name}")
+        return held
+
     def _affected(self, ddl: Ddl, default_database: str) -> Iterator[tuple[str, str]]:
         """(table name, kind) for each table of the captured database the statement touches."""
 
@@ -345,9 +356,9 @@ class SchemaTracker:
         derived = schema_after_alter(before, statement, charsets)
         if derived is None:
             raise SchemaChangeError(
-                f"{table} changed at {offset} ({_short(statement)}) and again at "
-                f"{later.offset} ({_short(later.statement)}) before the stream read the first "
-                "change, and binlake cannot tell its columns between the two from the first "
+                f"{table} changed at {offset} ({short_statement(statement)}) and again at "
+                f"{later.offset} ({short_statement(later.statement)}) before the stream read the "
+                "first change, and binlake cannot tell its columns between the two from the first "
                 "statement's text: the stream stopped before it rather than guess. Re-snapshot "
                 f"the table with `binlake snapshot --tables {name} --reset`"
             )
@@ -356,10 +367,6 @@ class SchemaTracker:
         except SourceError as exc:
             raise SourceError(f"{table} changed at {offset}, uncapturable: {exc}") from None
         return derived
-
-
-def _short(statement: str) -> str:
-    return " ".join(statement.split())[:160]
 
 
 def _before(kind: str, entry: SchemaEntry | None) -> TableSchema | None:

@@ -35,6 +35,7 @@ from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
 from binlake.changes import RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
 from binlake.config import SourceConfig
+from binlake.ddl import short_statement
 from binlake.errors import SourceError
 from binlake.lake_files import ArrowFiles
 from binlake.offsets import BinlogOffset, position_token
@@ -264,15 +265,10 @@ def _check_after_snapshot(spec: StreamSpec, change: SchemaChange) -> None:
     marks = spec.marks.get(change.table)
     if marks is not None and change.offset <= marks.max_hw:
         raise SourceError(
-            f"{change.table} changed at {change.offset} ({_short(change.statement)}) while its "
-            f"snapshot was read (its chunks end at {marks.max_hw}): re-snapshot it with "
+            f"{change.table} changed at {change.offset} ({short_statement(change.statement)}) "
+            f"while its snapshot was read (its chunks end at {marks.max_hw}): re-snapshot it with "
             f"`binlake snapshot --tables {change.table.split('.', 1)[1]} --reset`"
         )
-
-
-def _short(statement: str) -> str:
-    text = " ".join(statement.split())
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 class ChangeBatches:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from binlake import jobs
-from binlake.errors import LakeError, SnapshotIncompleteError
+from binlake.errors import LakeError, SnapshotIncompleteError, SourceError
 from binlake.lake import lake_table
 from binlake.schema_history import StreamTables
 from binlake.snapshot import ChunkScheduler
@@ -23,6 +23,7 @@ from .items import (
     seed_items,
     wait_for,
 )
+from .replay import connect
 
 pytestmark = pytest.mark.integration
 
@@ -140,6 +141,29 @@ def test_a_missing_silver_table_stops_the_stream_until_it_is_rebuilt(
     with pytest.raises(LakeError, match=r"silver of .*items.* is missing .* --reset"):
         jobs.stream(spark, config, available_now=True)
     with racer():
+        jobs.snapshot(spark, config, ["items"], reset=True)
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_dml_logged_as_a_statement_stops_the_stream_until_the_table_is_snapshotted_again(
+    spark: Any, sql: Any, db_env: dict[str, str], database: str, make_config: Any, racer: Any
+) -> None:
+    """A session with binlog_format=STATEMENT changes a captured table: the binlog holds the
+    statement, no row events. On the parent commit the stream skipped it, and silver kept the
+    rows it changed as they were, without a word."""
+    seed_items(sql, 300)
+    config = make_config()
+    jobs.snapshot(spark, config)
+    with racer():
+        jobs.stream(spark, config, available_now=True)
+        with connect(db_env, database) as conn, conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute("UPDATE items SET qty = qty + 500 WHERE id BETWEEN 250 AND 300")
+        with pytest.raises(SourceError, match=r"logged as a statement.*--tables items --reset"):
+            jobs.stream(spark, config, available_now=True)
         jobs.snapshot(spark, config, ["items"], reset=True)
         jobs.stream(spark, config, available_now=True)
     jobs.stream(spark, config, available_now=True)

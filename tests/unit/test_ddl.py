@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from binlake.ddl import Ddl, TableRef, parse_ddl
+from binlake.ddl import Ddl, TableRef, dml_tables, parse_ddl
 
 t = TableRef(None, "t")
 u = TableRef(None, "u")
@@ -380,3 +380,32 @@ def test_unbalanced_quotes_and_comments_never_raise(junk: str) -> None:
         f"DROP TABLE t{junk}",
     ):
         parse_ddl(statement)
+
+
+@pytest.mark.parametrize(
+    ("statement", "tables"),
+    [
+        ("INSERT INTO items (id) VALUES (1)", [(None, "items")]),
+        ("insert low_priority ignore into `shop`.`items` values (1)", [("shop", "items")]),
+        ("REPLACE items SET id = 1", [(None, "items")]),
+        ("INSERT INTO t SELECT * FROM items", [(None, "t")]),  # items is only read
+        ("INSERT INTO audit (msg) VALUES ('UPDATE items SET x = 1')", [(None, "audit")]),
+        ("UPDATE /* why */ items SET qty = 1 WHERE id = 2", [(None, "items")]),
+        ("UPDATE items i JOIN other o ON i.id = o.id SET i.qty = o.qty",
+         [(None, "items"), (None, "other")]),
+        ("UPDATE a, `b c` SET a.x = 1", [(None, "a"), (None, "b c")]),
+        ("DELETE FROM items WHERE id IN (SELECT id FROM other)", [(None, "items")]),
+        ("DELETE i FROM items i JOIN other o USING (id)",
+         [(None, "i"), (None, "items"), (None, "other")]),
+        ("DELETE t.* FROM shop.t", [(None, "t"), ("shop", "t")]),
+        ("LOAD DATA INFILE '/tmp/x' REPLACE INTO TABLE items", [(None, "items")]),
+        ("BEGIN", None),
+        ("SELECT * FROM items", None),
+        ("ALTER TABLE items ADD COLUMN c INT", None),
+    ],
+)  # fmt: skip
+def test_dml_tables_names_every_table_a_statement_may_change(
+    statement: str, tables: list[tuple[str | None, str]] | None
+) -> None:
+    found = dml_tables(statement)
+    assert (None if found is None else [(t.database, t.name) for t in found]) == tables
