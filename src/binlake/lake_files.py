@@ -1,5 +1,5 @@
 """Small files under `lake.root`: the schema history, the stream job's table list and start
-offset, the jobs' leases, and Spark's own checkpoint logs that binlake reads.
+offset, the jobs' leases, pending resets, and Spark's own checkpoint logs that binlake reads.
 
 `lake.root` is a local path, a `/Volumes/...` path or a URI (`file://`, `s3://`, `abfss://`,
 `gs://`, `dbfs:/`), so nothing here uses `pathlib`: paths are strings joined with `/` (`join`),

@@ -41,7 +41,7 @@ from binlake.silver import (
     timed,
 )
 from binlake.silver_schema import SchemaChangeRecord, apply_schema_change
-from binlake.snapshot import ledger_path
+from binlake.snapshot import PendingResets, ledger_path
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, read_range
 
 log = logging.getLogger(__name__)
@@ -223,7 +223,8 @@ def join_ready_tables(
     if not pending:
         return []
     chunks = Ledger(spark, ledger_path(config)).chunks()
-    ready = [t for t in pending if _finished(chunks, t)]
+    resets = PendingResets(files, config)
+    ready = [t for t in pending if _finished(chunks, t) and not resets.pending(t)]
     if not ready:
         return []
     marks = {

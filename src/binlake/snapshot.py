@@ -160,13 +160,19 @@ def _snapshot_round(
         tables = chosen_tables(validate(conn, config), only)
         create_schemas(spark, config.lake, config.source.database)
         ledger = Ledger(spark, ledger_path(config))
-        if reset:
-            for table in tables:
+        resets = PendingResets(HadoopFiles(spark), config)
+        again = {t.qualified for t in tables if reset or resets.pending(t.qualified)}
+        for table in tables:
+            if table.qualified in again:
+                if not reset:
+                    log.info("snapshot: finishing the reset of %s a run began", table.qualified)
                 reset_table(spark, config, ledger, table)
         plans = _plan(conn, ledger, tables, config)
     for table in tables:
-        if reset or not history.entries(table.qualified):
+        if table.qualified in again or not history.entries(table.qualified):
             history.reset(table.qualified, SchemaEntry(schemas_at, table))
+    for name in again:
+        resets.end(name)
     progress = Progress(plans, started)
     log.info(
         "snapshot: %d tables, %d chunks, %d already finished",
@@ -383,14 +389,44 @@ def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[Tab
     return [by_name[n] for n in only]
 
 
+class PendingResets:
+    """Tables whose reset began and whose new plan is not in the ledger yet: one file each under
+    `_system/resets`, created as a reset's first step and removed once the new plan is in the
+    ledger. While it exists no stream joins the table (its old plan and bronze are going), and
+    every snapshot finishes the reset before planning, so a reset that stopped at any point is
+    completed by the next run, `--reset` or not."""
+
+    def __init__(self, files: LakeFiles, config: Config) -> None:
+        self.files = files
+        self.root = config.lake.path("_system", "resets")
+
+    def _file(self, table: str) -> str:
+        database, name = table.split(".", 1)
+        return join(self.root, database, f"{name}.json")
+
+    def begin(self, table: str) -> None:
+        self.files.write_text(self._file(table), "{}")
+
+    def end(self, table: str) -> None:
+        self.files.delete(self._file(table))
+
+    def pending(self, table: str) -> bool:
+        return self.files.exists(self._file(table))
+
+
 def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: TableSchema) -> None:
     """Forget a table's snapshot so it is read again: its ledger rows and bronze rows go, and
     every stream job stops applying it until the new snapshot finishes; then the stream replaces
     its silver from the new bronze and catches it up from the new high watermarks (see
-    `sink.join_ready_tables`). The changelog keeps the changes applied before the reset."""
+    `sink.join_ready_tables`). The changelog keeps the changes applied before the reset.
+
+    The first step marks the reset pending (`PendingResets`), which keeps a stream from joining
+    the table from its old plan and bronze while they go, and makes the next snapshot finish a
+    reset that stopped halfway."""
     files = HadoopFiles(spark)
     checkpoints = config.lake.path("_system", "checkpoints")
     name = table.qualified
+    PendingResets(files, config).begin(name)
     for job in files.names(checkpoints):
         joined = StreamTables(join(checkpoints, job, TABLES_FOLDER), files)
         before = joined.update(lambda tables: {t: o for t, o in tables.items() if t != name})

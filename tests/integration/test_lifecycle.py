@@ -13,6 +13,7 @@ import pytest
 from binlake import jobs
 from binlake.errors import LakeError, SnapshotIncompleteError, SourceError
 from binlake.lake import lake_table
+from binlake.ledger import Ledger
 from binlake.schema_history import StreamTables
 from binlake.snapshot import ChunkScheduler
 
@@ -165,6 +166,36 @@ def test_dml_logged_as_a_statement_stops_the_stream_until_the_table_is_snapshott
         with pytest.raises(SourceError, match=r"logged as a statement.*--tables items --reset"):
             jobs.stream(spark, config, available_now=True)
         jobs.snapshot(spark, config, ["items"], reset=True)
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_a_reset_killed_midway_is_finished_by_the_next_snapshot(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`snapshot --reset` dies after forgetting the table's plan, before emptying its bronze;
+    the table shrank meanwhile, and the next run is a plain `binlake snapshot`. On the parent
+    commit it planned fewer chunks, the old bronze kept the rows of the chunk ids it no longer
+    had (ghost chunks), and silver, rebuilt from bronze, held rows the source had deleted."""
+    seed_items(sql, 300)
+    config = make_config()
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    forget = Ledger.forget
+
+    def killed_after_forgetting(self: Ledger, table: str) -> None:
+        forget(self, table)
+        raise RuntimeError("killed after the ledger forgot the table")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Ledger, "forget", killed_after_forgetting)
+        with pytest.raises(RuntimeError, match="killed after"):
+            jobs.snapshot(spark, config, ["items"], reset=True)
+    sql("DELETE FROM items WHERE id > 120")
+    with racer():
+        jobs.snapshot(spark, config)
         jobs.stream(spark, config, available_now=True)
     jobs.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
