@@ -49,7 +49,7 @@ unit: $(VENV)/.installed ## Unit tests only (no database, no Spark)
 	$(VENV)/bin/pytest -q tests/unit
 
 test: setup lint db-up ## Lint, unit and integration tests against the real MariaDB, binlog and Delta
-	$(DB_ENV) && $(VENV)/bin/pytest -q -p no:cacheprovider tests
+	$(DB_ENV) && $(VENV)/bin/pytest -q -p no:cacheprovider -m "not soak" tests
 
 run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, print what landed
 	rm -rf lakehouse
@@ -61,7 +61,8 @@ run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, 
 bench: setup db-up ## Throughput benchmark (BENCH_ROWS rows, default 1,000,000)
 	$(DB_ENV) && $(PY) -m bench.run
 
-soak: setup db-up ## 10-minute continuous stream under sustained writes: memory and lag (SOAK_S, SOAK_RATE)
+soak: setup db-up ## The longer crash variants (pytest -m soak), then a 10-minute stream under sustained writes (SOAK_S, SOAK_RATE)
+	$(DB_ENV) && $(VENV)/bin/pytest -q -p no:cacheprovider -m soak tests
 	$(DB_ENV) && $(PY) -m bench.soak
 
 clean: ## Remove the lakehouse and caches (keeps the venv and the database)

@@ -293,7 +293,19 @@ KILL_POINTS = {
 KILL_SNAPSHOT = {"chunk_size": 50, "parallelism": 2, "chunks_per_commit": 4}
 
 
-@pytest.mark.parametrize("point", sorted(KILL_POINTS))
+#: Kill points `make test` runs: the snapshot's and the stream's commit boundaries. The others
+#: run in `make soak`; their windows are proven faster in-process too (test_silver_apply's
+#: replayed batches, test_lifecycle's reset and join killed halfway).
+FAST_KILL_POINTS = {"snapshot_between_bronze_and_ledger", "stream_before_checkpoint_commit"}
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        p if p in FAST_KILL_POINTS else pytest.param(p, marks=pytest.mark.soak)
+        for p in sorted(KILL_POINTS)
+    ],
+)
 def test_driver_killed_at_each_point_reruns_exactly(
     spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any,
     tmp_path: Path, point: str,

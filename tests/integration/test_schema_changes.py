@@ -158,8 +158,15 @@ def _insert_fresh(sql: Any, first: int, last: int, table: str = "fresh") -> None
     sql(f"INSERT INTO `{table}` VALUES {values}")
 
 
-@pytest.mark.parametrize("killed", [None, "stream_before_checkpoint_commit",
-                                    "snapshot_between_bronze_and_ledger"])  # fmt: skip
+@pytest.mark.parametrize(
+    "killed",
+    [
+        None,
+        "stream_before_checkpoint_commit",
+        # A snapshot's resume after this kill: test_faults' kill point of the same name.
+        pytest.param("snapshot_between_bronze_and_ledger", marks=pytest.mark.soak),
+    ],
+)
 def test_table_created_while_streaming_then_snapshotted_keeps_every_change(
     spark: Any, sql: Any, make_config: Any, racer: Any, tmp_path: Path, killed: str | None
 ) -> None:
