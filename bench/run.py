@@ -965,8 +965,9 @@ def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
 
 def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     from bench.profile import profile, snapshot_work, stream_work
+    from binlake.layout import ledger_path
     from binlake.ledger import Ledger
-    from binlake.snapshot import ledger_path, with_resolved_password
+    from binlake.snapshot import with_resolved_password
     from binlake.source import connection
     from binlake.stream import chunk_marks, stream_spec
     from binlake.validation import validate

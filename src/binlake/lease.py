@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from binlake.config import Config
 from binlake.errors import LeaseError
 from binlake.lake_files import ArrowFiles, LakeFiles, join, local_path
+from binlake.layout import leases_root
 
 log = logging.getLogger(__name__)
 
@@ -226,19 +227,15 @@ class HeldLease:
         return bool(versions) and versions[-1] == self.version
 
 
-def leases_folder(config: Config) -> str:
-    return config.lake.path("_system", "leases")
-
-
 def snapshot_lease(files: LakeFiles, config: Config) -> Lease:
     """The lease of the lake's chunk ledger: every snapshot, `--reset` included, holds it."""
-    return Lease(files, leases_folder(config), "snapshot", "a snapshot of this lake")
+    return Lease(files, leases_root(config), "snapshot", "a snapshot of this lake")
 
 
 def stream_lease(files: LakeFiles, config: Config, job: str | None = None) -> Lease:
     """The lease of a stream job's checkpoint (`stream.job_name`, or `job`)."""
     job = job or config.stream.job_name
-    return Lease(files, leases_folder(config), f"stream-{job}", f"the stream job {job!r}")
+    return Lease(files, leases_root(config), f"stream-{job}", f"the stream job {job!r}")
 
 
 def refuse_if_running(config: Config, command: str) -> None:

@@ -109,9 +109,6 @@ class SchemaHistory:
         )
 
 
-#: The `StreamTables` of a stream job, in its checkpoint folder: `binlake-tables/<version>.json`
-#: (one file, `binlake-tables.json`, in lakes from before versions).
-TABLES_FOLDER = "binlake-tables"
 #: Versions kept: an older one goes when a change creates a version this much newer.
 KEPT_VERSIONS = 10
 _VERSION = re.compile(r"(\d+)\.json")

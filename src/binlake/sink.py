@@ -28,6 +28,7 @@ from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
 from binlake.errors import BinlakeError
 from binlake.lake_files import HadoopFiles, LakeFiles, join
+from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
@@ -41,7 +42,7 @@ from binlake.silver import (
     timed,
 )
 from binlake.silver_schema import SchemaChangeRecord, apply_schema_change
-from binlake.snapshot import PendingResets, ledger_path
+from binlake.snapshot import PendingResets
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, read_range
 
 log = logging.getLogger(__name__)

@@ -41,12 +41,19 @@ from binlake.lake import (
     create_schemas,
 )
 from binlake.lake_files import HadoopFiles, LakeFiles, join
+from binlake.layout import (
+    checkpoints_root,
+    ledger_path,
+    resets_root,
+    schema_root,
+    tables_path,
+)
 from binlake.lease import HeldLease, snapshot_lease, stream_lease
 from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
 from binlake.schema import TableSchema
-from binlake.schema_history import TABLES_FOLDER, SchemaEntry, SchemaHistory, StreamTables
+from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.snapshot_ddl import DdlWatch, FollowedTable, Resnapshot
 from binlake.source import bulk_driver, connection, current_offset
 from binlake.validation import validate
@@ -64,14 +71,6 @@ class _Reports(AccumulatorParam[list[ChunkReport]]):
     def addInPlace(self, a: list[ChunkReport], b: list[ChunkReport]) -> list[ChunkReport]:
         a.extend(b)
         return a
-
-
-def ledger_path(config: Config) -> str:
-    return config.lake.path("_system", "chunks")
-
-
-def schema_root(config: Config) -> str:
-    return config.lake.path("_system", "schemas")
 
 
 def schema_history(spark: SparkSession, config: Config) -> SchemaHistory:
@@ -398,7 +397,7 @@ class PendingResets:
 
     def __init__(self, files: LakeFiles, config: Config) -> None:
         self.files = files
-        self.root = config.lake.path("_system", "resets")
+        self.root = resets_root(config)
 
     def _file(self, table: str) -> str:
         database, name = table.split(".", 1)
@@ -424,11 +423,11 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     the table from its old plan and bronze while they go, and makes the next snapshot finish a
     reset that stopped halfway."""
     files = HadoopFiles(spark)
-    checkpoints = config.lake.path("_system", "checkpoints")
+    checkpoints = checkpoints_root(config)
     name = table.qualified
     PendingResets(files, config).begin(name)
     for job in files.names(checkpoints):
-        joined = StreamTables(join(checkpoints, job, TABLES_FOLDER), files)
+        joined = StreamTables(tables_path(config, job), files)
         before = joined.update(lambda tables: {t: o for t, o in tables.items() if t != name})
         if name in before and stream_lease(files, config, job).holder() is not None:
             _await_batch_in_flight(files, join(checkpoints, job))

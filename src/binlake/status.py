@@ -20,11 +20,12 @@ from pyspark.sql import SparkSession
 from binlake.config import Config
 from binlake.lake import PathTable, lake_table
 from binlake.lake_files import ArrowFiles, LakeFiles, join
+from binlake.layout import checkpoint_path, ledger_path
 from binlake.ledger import ChunkState, chunk_state
 from binlake.offsets import bytes_behind
-from binlake.snapshot import batch_ids, ledger_path, with_resolved_password
+from binlake.snapshot import batch_ids, with_resolved_password
 from binlake.source import connection, current_offset, query
-from binlake.stream import checkpoint_offset, checkpoint_path
+from binlake.stream import checkpoint_offset
 
 
 def table_progress(chunks: list[ChunkState]) -> dict[str, tuple[int, int, int]]:

@@ -23,29 +23,20 @@ from binlake.config import Config, SourceConfig
 from binlake.errors import LeaseError, SnapshotIncompleteError, carried_by
 from binlake.lake import create_schemas
 from binlake.lake_files import HadoopFiles, LakeFiles, join
+from binlake.layout import checkpoint_path, ledger_path, schema_root, tables_path
 from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
-from binlake.schema_history import TABLES_FOLDER, SchemaEntry, SchemaHistory, StreamTables
+from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver, require_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
-from binlake.snapshot import (
-    batch_ids,
-    ledger_path,
-    schema_history,
-    schema_root,
-    with_resolved_password,
-)
+from binlake.snapshot import batch_ids, schema_history, with_resolved_password
 from binlake.source import connection, current_offset, logs_column_names
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
 from binlake.validation import validate
 
 log = logging.getLogger(__name__)
-
-
-def checkpoint_path(config: Config) -> str:
-    return config.lake.path("_system", "checkpoints", config.stream.job_name)
 
 
 def checkpoint_offset(files: LakeFiles, config: Config) -> BinlogOffset | None:
@@ -56,11 +47,6 @@ def checkpoint_offset(files: LakeFiles, config: Config) -> BinlogOffset | None:
         if end is not None:
             return end
     return None
-
-
-def tables_path(config: Config) -> str:
-    """The `StreamTables` of this config's stream job: the tables it applies."""
-    return join(checkpoint_path(config), TABLES_FOLDER)
 
 
 def _created_while_streaming(history: SchemaHistory, table: str) -> bool:

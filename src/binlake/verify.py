@@ -23,11 +23,12 @@ from pyspark.sql import types as T
 from binlake.chunks import ChunkRange, chunk_of, decode_key, encode_key
 from binlake.config import Config, SourceConfig
 from binlake.lake import column_name
+from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger
 from binlake.planner import key_order
 from binlake.schema import TableSchema
 from binlake.silver import silver_table
-from binlake.snapshot import ledger_path, read_chunks, with_resolved_password
+from binlake.snapshot import read_chunks, with_resolved_password
 from binlake.source import connection
 from binlake.validation import validate
 

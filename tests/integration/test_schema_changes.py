@@ -15,8 +15,8 @@ import pytest
 from binlake import jobs
 from binlake.errors import SchemaChangeError
 from binlake.lake_files import ArrowFiles, HadoopFiles
+from binlake.layout import tables_path
 from binlake.schema_history import StreamTables
-from binlake.stream import tables_path
 
 from .items import (
     ITEMS,

@@ -25,6 +25,7 @@ import yaml
 from pyspark.sql import functions as F
 
 from binlake.errors import ConfigError, SourceError
+from binlake.layout import ledger_path
 from binlake.ledger import Ledger
 from binlake.snapshot import run_snapshot
 
@@ -49,10 +50,6 @@ _SEQ = (
     "d(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM d WHERE i < 9), "
     "seq(n) AS (SELECT a.i + 10 * b.i + 100 * c.i + 1000 * e.i FROM d a, d b, d c, d e)"
 )
-
-
-def _ledger_path(config: Any) -> str:
-    return config.lake.path("_system", "chunks")
 
 
 def _bronze_path(config: Any, table: str) -> str:
@@ -88,7 +85,7 @@ def assert_chunks_match_replay(
 ) -> dict[str, int]:
     """Every chunk's bronze rows equal the source's rows of its range as of its HW, exactly."""
     table = f"{oracle.schema.database}.{oracle.schema.name}"
-    chunks = Ledger(spark, _ledger_path(config)).chunks(table)
+    chunks = Ledger(spark, ledger_path(config)).chunks(table)
     assert chunks, "the ledger has no chunks"
     assert all(c.finished for c in chunks), [c for c in chunks if not c.finished]
     by_id = {c.chunk_id: c for c in chunks}
@@ -269,7 +266,7 @@ def test_killed_snapshot_resumes_without_rereading_finished_chunks(
     config = make_config(snapshot={"chunk_size": 100, "parallelism": 1, "chunks_per_commit": 2})
     config_file = tmp_path / "binlake.yml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
-    ledger, bronze = _ledger_path(config), _bronze_path(config, "t")
+    ledger, bronze = ledger_path(config), _bronze_path(config, "t")
 
     log_file = tmp_path / "snapshot.log"
     with log_file.open("w") as log:
@@ -450,7 +447,7 @@ def test_bad_input_fails_clearly_without_a_ledger(
     for word in words:
         assert word.lower() in message.lower(), f"{word!r} not in {message!r}"
     assert "definitely-not-the-password" not in message
-    assert not Path(_ledger_path(config)).exists(), "a failed start left a ledger behind"
+    assert not Path(ledger_path(config)).exists(), "a failed start left a ledger behind"
     assert not Path(config.lake.path("bronze")).exists()
 
 
@@ -549,7 +546,7 @@ def test_composite_key_table_snapshot(
     config = make_config(snapshot={"chunk_size": 10, "parallelism": 2, "chunks_per_commit": 16})
     run_snapshot(spark, config)
 
-    ledger = Ledger(spark, _ledger_path(config))
+    ledger = Ledger(spark, ledger_path(config))
     with connect(db_env) as conn:
         for table, orders in (("order_lines", 60), ("heavy_lines", 8)):
             chunks = ledger.chunks(f"{database}.{table}")
@@ -586,7 +583,7 @@ def test_table_without_primary_key_uses_configured_split_key(
     config = make_config(snapshot={"split_keys": {"audit_log": "event_id"}})
     summary = run_snapshot(spark, config)
     assert summary.rows == 450
-    chunks = Ledger(spark, _ledger_path(config)).chunks()
+    chunks = Ledger(spark, ledger_path(config)).chunks()
     assert len(chunks) >= 4 and all(c.finished for c in chunks)
     assert {c.split_column for c in chunks} == {"event_id"}
     with connect(db_env) as conn:
@@ -611,7 +608,7 @@ def test_primary_key_table_split_by_another_primary_key_column(
     )
     config = make_config(snapshot={"split_keys": {"shipments": "line_no"}, "chunk_size": 100})
     assert run_snapshot(spark, config).rows == 500
-    chunks = Ledger(spark, _ledger_path(config)).chunks()
+    chunks = Ledger(spark, ledger_path(config)).chunks()
     assert len(chunks) >= 4 and {c.split_column for c in chunks} == {"line_no"}
     with connect(db_env) as conn:
         oracle = Oracle.load(conn, database, "shipments", {"shipments": "line_no"})

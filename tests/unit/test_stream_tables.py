@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from binlake.lake_files import ArrowFiles
+from binlake.layout import TABLES_FOLDER
 from binlake.offsets import BinlogOffset
-from binlake.schema_history import KEPT_VERSIONS, TABLES_FOLDER, StreamTables
+from binlake.schema_history import KEPT_VERSIONS, StreamTables
 
 ADDS = 20
 

@@ -1,0 +1,51 @@
+"""Where each part of the lake lives: every module asks here, so each place is named once (the
+README's "Lakehouse layout" table).
+
+Bronze, the changelog and silver are tables, at a path under `lake.root` or in a catalog
+(`lake.lake_table`). binlake's own state lives under `lake.root/_system` in both cases: the
+chunk ledger (a Delta table), the schema history, each stream job's checkpoint with its table
+list, the jobs' leases and the pending resets.
+"""
+
+from __future__ import annotations
+
+from binlake.config import Config
+from binlake.lake_files import join
+
+#: The `StreamTables` of a stream job, in its checkpoint folder: `binlake-tables/<version>.json`
+#: (one file, `binlake-tables.json`, in lakes from before versions).
+TABLES_FOLDER = "binlake-tables"
+
+
+def system_path(config: Config, *parts: str) -> str:
+    return config.lake.path("_system", *parts)
+
+
+def ledger_path(config: Config) -> str:
+    return system_path(config, "chunks")
+
+
+def schema_root(config: Config) -> str:
+    return system_path(config, "schemas")
+
+
+def checkpoints_root(config: Config) -> str:
+    return system_path(config, "checkpoints")
+
+
+def checkpoint_path(config: Config, job: str | None = None) -> str:
+    """The streaming checkpoint of `stream.job_name` (or of `job`)."""
+    return join(checkpoints_root(config), job or config.stream.job_name)
+
+
+def tables_path(config: Config, job: str | None = None) -> str:
+    """The `StreamTables` of a stream job: the tables it applies."""
+    return join(checkpoint_path(config, job), TABLES_FOLDER)
+
+
+def leases_root(config: Config) -> str:
+    return system_path(config, "leases")
+
+
+def resets_root(config: Config) -> str:
+    return system_path(config, "resets")
