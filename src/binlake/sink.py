@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -43,7 +42,7 @@ from binlake.silver import (
 )
 from binlake.silver_schema import SchemaChangeRecord, apply_schema_change
 from binlake.snapshot import PendingResets
-from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, read_range
+from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_source
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -245,7 +244,10 @@ def join_ready_tables(
         own = [d for d in caught_up.ddl if d.table == name]
         apply_table_changes(spark, config, history, registry, caught_up.frame, name, own)
 
-    side_by_side(join, ready)
+    try:
+        side_by_side(join, ready)
+    finally:
+        caught_up.frame.unpersist()
     registry.update(lambda joined: {**joined, **dict.fromkeys(ready, until)})
     log.info(
         "%d table(s) joined the stream at %s, caught up from %s: %s",
@@ -273,16 +275,19 @@ def _catch_up(
     until: BinlogOffset,
 ) -> _CaughtUp:
     """The joining tables' own changes, each in (its first high watermark, `until`] and past
-    the high-watermark filter, from one read of the binlog."""
+    the high-watermark filter, from one read of the binlog: a Spark task, like a micro-batch,
+    kept by Spark (spilled to disk if large) while the joins read it, never on the driver."""
     history = SchemaHistory(spec.history_root, files)
     start = min(m.min_hw for m in marks.values())
-    batches: list[pa.RecordBatch] = []
-    if start < until:
-        entries = {name: tuple(history.entries(name)) for name in marks}
-        floors = {name: m.min_hw for name, m in marks.items()}
-        partition = BinlogRange(start.file, start.pos, until.file, until.pos, entries, floors)
-        batches = list(read_range(replace(spec, marks=marks), partition))
-    frame = _frame(spark, batches)
+    if start >= until:
+        frame = spark.createDataFrame([], CHANGE_SCHEMA)
+        return _CaughtUp(frame, [])
+    entries = {name: tuple(history.entries(name)) for name in marks}
+    floors = {name: m.min_hw for name, m in marks.items()}
+    partition = BinlogRange(start.file, start.pos, until.file, until.pos, entries, floors)
+    bounded = replace(spec, name=f"{spec.name}_join", marks=marks)
+    spark.dataSource.register(binlog_source(bounded, partition))
+    frame = spark.read.format(bounded.name).load().persist()
     return _CaughtUp(frame, _ddl_records(frame))
 
 
@@ -295,9 +300,3 @@ def side_by_side(step: Callable[[str], _T], names: list[str]) -> list[_T]:
     """`step` of each table, up to `APPLY_THREADS` at once; the first failure is raised."""
     with ThreadPoolExecutor(max_workers=max(min(len(names), APPLY_THREADS), 1)) as pool:
         return list(pool.map(step, names))
-
-
-def _frame(spark: SparkSession, batches: list[pa.RecordBatch]) -> DataFrame:
-    if not batches:
-        return spark.createDataFrame([], CHANGE_SCHEMA)
-    return spark.createDataFrame(pa.Table.from_batches(batches))

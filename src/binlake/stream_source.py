@@ -26,7 +26,12 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
@@ -333,8 +338,25 @@ def _ddl_before(change: SchemaChange) -> dict[str, Any]:
     }
 
 
-def binlog_source(spec: StreamSpec) -> type[DataSource]:
-    """A data source class bound to `spec`; register it, then `readStream.format(spec.name)`."""
+class BinlogRangeReader(DataSourceReader):
+    """One bounded read of the binlog as a batch source (a joining table's catch-up): read in a
+    Spark task like a stream's micro-batch, never collected on the driver."""
+
+    def __init__(self, spec: StreamSpec, partition: BinlogRange) -> None:
+        self.spec = spec
+        self.partition = partition
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [self.partition]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, BinlogRange)
+        yield from read_range(self.spec, partition)
+
+
+def binlog_source(spec: StreamSpec, bounded: BinlogRange | None = None) -> type[DataSource]:
+    """A data source class bound to `spec`; register it, then `readStream.format(spec.name)`,
+    or, with a `bounded` range, `read.format(spec.name)` for that range."""
 
     class BinlogSource(DataSource):
         @classmethod
@@ -346,5 +368,10 @@ def binlog_source(spec: StreamSpec) -> type[DataSource]:
 
         def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
             return BinlogStreamReader(spec)
+
+        def reader(self, schema: T.StructType) -> DataSourceReader:
+            if bounded is None:
+                raise NotImplementedError(f"{spec.name} is a stream: readStream.format(...)")
+            return BinlogRangeReader(spec, bounded)
 
     return BinlogSource

@@ -5,6 +5,7 @@ changelog."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,30 @@ def test_a_reset_killed_midway_is_finished_by_the_next_snapshot(
     jobs.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_a_joining_tables_catch_up_is_read_by_spark_not_on_the_driver(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy table's changes during its long snapshot are its join's catch-up. On the parent
+    commit they were read into one list in the driver's memory (every restart again); now a
+    Spark task reads them, as it reads a micro-batch, so reading the binlog on the driver fails
+    this test."""
+    seed_items(sql, 300, copy="other")
+    config = make_config(source={"tables": ["items"]})
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    both = make_config(source={"tables": ["items", "other"]})
+    with racer("other"):
+        jobs.snapshot(spark, both)
+        time.sleep(2)  # changes after the chunks' high watermarks: the catch-up's
+
+    def on_the_driver(*args: Any) -> Any:
+        raise AssertionError("the catch-up was read on the driver")
+
+    with monkeypatch.context() as patched:
+        for module in ("binlake.sink", "binlake.stream_source"):
+            patched.setattr(f"{module}.read_range", on_the_driver, raising=False)
+        jobs.stream(spark, both, available_now=True)
+    assert_silver_is_source(spark, sql, both, "other")
+    assert _changelog_offsets(spark, both, "other") > 0, "the catch-up applied nothing"
