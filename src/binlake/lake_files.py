@@ -18,9 +18,13 @@ and every file operation goes through one interface, `LakeFiles`, with two imple
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import re
+import threading
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from py4j.protocol import Py4JJavaError
@@ -31,6 +35,8 @@ from binlake.errors import LakeError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 
 def join(base: str, *parts: str) -> str:
@@ -74,7 +80,7 @@ class LakeFiles(ABC):
     def create_text(self, path: str, text: str) -> bool:
         """Create the file (and its folders) unless it exists: False then, the file untouched.
         Of writers racing for one path exactly one creates it, so a versioned file can take
-        a change at a time (see `schema_history.StreamTables`); a reader finds the whole file
+        a change at a time (see `VersionedText`); a reader finds the whole file
         or none."""
 
     @abstractmethod
@@ -303,3 +309,75 @@ def _arrow_root(uri: str) -> tuple[pafs.FileSystem, str]:
     """One file system per bucket or container and process: `from_uri` may ask the store where
     the bucket lives."""
     return pafs.FileSystem.from_uri(uri)
+
+
+#: Versions a `VersionedText` keeps: an older one goes when a change creates one this much newer.
+KEPT_VERSIONS = 10
+_VERSION = re.compile(r"(\d+)\.json")
+#: One lock per `VersionedText` folder in this process (see `VersionedText.update`).
+_LOCKS: dict[str, threading.Lock] = {}
+
+
+class VersionedText:
+    """A small document in the lake that several writers change at once: threads of one process
+    and other processes (two stream jobs on one lake, a stream and a snapshot).
+
+    A read, then a write of one file would let one writer's change overwrite another's. So each
+    change is a new version file, `<folder>/<n + 1>.json`, created only if absent
+    (`LakeFiles.create_text`): of two writers that read version n, one creates n + 1, and the
+    other reads again and applies its change to that. A reader takes the newest version; a
+    writer that crashes leaves the versions as they were, or with its change whole. Lakes from
+    before versions hold one file, `<folder>.json`: it is read as version 0."""
+
+    def __init__(self, folder: str, files: LakeFiles) -> None:
+        self.folder = folder
+        self.files = files
+
+    def read(self) -> str | None:
+        return self._latest()[1]
+
+    def update(self, change: Callable[[str | None], str | None]) -> None:
+        """Apply `change` (the newest text -> the new text, or None for no change) as one
+        step, against every other writer. On a conflict `change` runs again on the newer text,
+        which may hold its own result already: it must only compute, and applied twice change
+        nothing more."""
+        with _LOCKS.setdefault(self.folder, threading.Lock()):  # threads here queue, not retry
+            while True:
+                version, text = self._latest()
+                after = change(text)
+                if after is None or after == text or self._created(version + 1, after):
+                    return
+                log.info("%s changed meanwhile: the change goes to its new version", self.folder)
+
+    def _created(self, version: int, text: str) -> bool:
+        """Whether this writer created `version` and it counts (False: another writer was
+        first). Creating a version removes the one `KEPT_VERSIONS` older, so the folder stays
+        small; a writer that read before that removal and stalled can create the removed one
+        again, which readers never see (newer ones exist): it is taken back and the change
+        applied to the newest."""
+        if not self.files.create_text(self._version(version), text):
+            return False
+        if max(self._versions()) >= version + KEPT_VERSIONS:
+            self.files.delete(self._version(version))
+            return False
+        if version > KEPT_VERSIONS:
+            self.files.delete(self._version(version - KEPT_VERSIONS))
+        return True
+
+    def _latest(self) -> tuple[int, str | None]:
+        """(version, text) of the newest version; (0, the file from before versions, or None)
+        if there is none. A version removed between the listing and the read (`KEPT_VERSIONS`
+        newer ones came meanwhile) is listed again."""
+        while True:
+            versions = self._versions()
+            if not versions:
+                return 0, self.files.read_text(f"{self.folder}.json")
+            text = self.files.read_text(self._version(max(versions)))
+            if text is not None:
+                return max(versions), text
+
+    def _versions(self) -> list[int]:
+        return [int(m[1]) for n in self.files.names(self.folder) if (m := _VERSION.fullmatch(n))]
+
+    def _version(self, version: int) -> str:
+        return join(self.folder, f"{version:020d}.json")

@@ -49,14 +49,15 @@ def _type_name(kind: T.DataType | None) -> str:
     return kind.simpleString() if kind is not None else "?"
 
 
-def column_changes(before: TableSchema, after: TableSchema, statement: str) -> list[ColumnChange]:
-    """The column changes from `before` to `after`, renames as the statement names them."""
+def column_changes(before: TableSchema, after: TableSchema, *statements: str) -> list[ColumnChange]:
+    """The column changes from `before` to `after`, renames as the statements name them (an
+    online schema-change tool's cut-over: the ALTERs it ran on its shadow, in order)."""
     old = {f.name: f.dataType for f in spark_schema(before).fields}
     # MySQL, Spark and Delta compare column names case-insensitively: a column whose name only
     # changed case (CHANGE qty Qty) is the same column, known by silver's spelling.
     spelled = {name.lower(): name for name in old}
     new = {spelled.get(f.name.lower(), f.name): f.dataType for f in spark_schema(after).fields}
-    renames = _renames(statement, old, new)
+    renames = _renames(statements, old, new)
     changes: list[ColumnChange] = []
     for old_name, new_name in renames.items():
         changes.append(ColumnChange("rename", new_name, old_name, old[old_name], new[new_name]))
@@ -79,14 +80,18 @@ def column_changes(before: TableSchema, after: TableSchema, statement: str) -> l
 
 
 def _renames(
-    statement: str, old: dict[str, T.DataType], new: dict[str, T.DataType]
+    statements: tuple[str, ...], old: dict[str, T.DataType], new: dict[str, T.DataType]
 ) -> dict[str, str]:
-    """Old name → new name for each column the statement renames (and the schemas confirm)."""
-    ddl = parse_ddl(statement)
-    if ddl is None:
-        return {}
+    """Old name → new name for each column the statements rename (and the schemas confirm); a
+    column renamed twice (`a` → `b`, then `b` → `c`) is one rename, `a` → `c`."""
+    names: dict[str, str] = {}  # a column's name before the statements -> its name after them
+    for statement in statements:
+        ddl = parse_ddl(statement)
+        for old_name, new_name in ddl.column_renames if ddl else ():
+            origin = next((o for o, n in names.items() if n.lower() == old_name.lower()), old_name)
+            names[origin] = new_name
     found: dict[str, str] = {}
-    for old_name, new_name in ddl.column_renames:
+    for old_name, new_name in names.items():
         source = next((n for n in old if n.lower() == old_name.lower()), None)
         target = next((n for n in new if n.lower() == new_name.lower()), None)
         if source is not None and target is not None and source not in new:
@@ -155,13 +160,13 @@ def literal_default(table: TableSchema, column: str) -> str | None:
 
 
 def rows_after(
-    rows: DataFrame, before: TableSchema, after: TableSchema, statement: str
+    rows: DataFrame, before: TableSchema, after: TableSchema, *statements: str
 ) -> DataFrame:
     """`rows` (in `before`'s layout) as the DDL left them, in `after`'s layout: an added column
     holds the source's literal default (what the server gave the rows it held), a renamed one
     its old values, a widened one its values cast; dropped columns go. Columns of `rows` beyond
     `before`'s (bronze's own) follow unchanged."""
-    changes = column_changes(before, after, statement)
+    changes = column_changes(before, after, *statements)
     renamed = {c.column: c.old_name for c in changes if c.kind == "rename"}
     moved = {name.lower() for name in renamed.values() if name is not None}
     spelled = {n.lower(): n for n in before.column_names if n.lower() not in moved}

@@ -9,7 +9,7 @@ decodes exactly as the first run did. The decoder still checks every row image a
 it uses (column count, types, and names under `binlog_row_metadata=FULL`), so a schema read from
 the server after a second, later DDL is a clear error, never a misread row.
 
-Entries live as one small JSON file per table under `_system/schemas/<db>/<table>.json`; the
+Entries live as a small versioned JSON file per table under `_system/schemas/<db>/<table>/`; the
 stream's driver writes them before the batch that met the DDL commits, and the next batch's
 planning reads them, so each batch starts from the schemas in force at its start offset. Both
 read and write through `lake_files` (the planning runs where only `ArrowFiles` can).
@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,10 +26,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from binlake.ddl import Ddl, TableRef, dml_tables, parse_ddl, short_statement
 from binlake.ddl_schema import Charsets, schema_after_alter
 from binlake.errors import SchemaChangeError, SourceError
-from binlake.lake_files import LakeFiles, join
+from binlake.lake_files import LakeFiles, VersionedText, join
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
-from binlake.shadow_tables import is_shadow_of
+from binlake.shadow_tables import is_incoming_shadow_of, is_shadow_of
 from binlake.source import captured_by
 from binlake.typemap import map_table
 
@@ -47,12 +45,15 @@ class SchemaEntry:
 
     `parked` is the schema of a table renamed to its own shadow name (an online schema-change
     tool's two-step cut-over): gone for now, and the layout a shadow renamed onto its name
-    changes from (see `shadow_tables`)."""
+    changes from. `shadow` holds the ALTERs the tool ran on the table's shadow since it created
+    it: the cut-over alone shows a column gone and another new, the shadow's ALTER names the
+    rename (see `shadow_tables`)."""
 
     offset: BinlogOffset
     schema: TableSchema | None
     statement: str = ""  # the DDL that set it; "" for the schema a snapshot read
     parked: TableSchema | None = None
+    shadow: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,31 +61,35 @@ class SchemaEntry:
             "schema": self.schema.to_json() if self.schema else None,
             "statement": self.statement,
             "parked": self.parked.to_json() if self.parked else None,
+            "shadow": list(self.shadow),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SchemaEntry:
         schema = TableSchema.from_json(data["schema"]) if data["schema"] else None
         parked = TableSchema.from_json(data["parked"]) if data.get("parked") else None
-        return cls(BinlogOffset.from_dict(data["offset"]), schema, data["statement"], parked)
+        offset = BinlogOffset.from_dict(data["offset"])
+        return cls(offset, schema, data["statement"], parked, tuple(data.get("shadow", ())))
 
 
 class SchemaHistory:
-    """The lake's schema history: per table, entries in offset order."""
+    """The lake's schema history: per table, entries in offset order.
+
+    Every stream job on the lake and the snapshot record into it, each at its own place in the
+    binlog, so a table's entries are a `VersionedText` and a change never takes back another
+    writer's: an entry is added at its offset (or replaces the one there, the same DDL met
+    again by a job behind another or a replayed batch) and the entries after it stay."""
 
     def __init__(self, root: str, files: LakeFiles) -> None:
         self.root = root
         self.files = files
 
-    def _file(self, table: str) -> str:
+    def _document(self, table: str) -> VersionedText:
         database, name = table.split(".", 1)
-        return join(self.root, database, f"{name}.json")
+        return VersionedText(join(self.root, database, name), self.files)
 
     def entries(self, table: str) -> list[SchemaEntry]:
-        text = self.files.read_text(self._file(table))
-        if text is None:
-            return []
-        return [SchemaEntry.from_json(e) for e in json.loads(text)]
+        return _entries(self._document(table).read())
 
     def at(self, table: str, offset: BinlogOffset) -> SchemaEntry | None:
         """The entry in force just after `offset`: the last one at or before it, else the first
@@ -94,26 +99,27 @@ class SchemaHistory:
         return before[-1] if before else (entries[0] if entries else None)
 
     def record(self, table: str, entry: SchemaEntry) -> None:
-        """Add (or replace) the entry at `entry.offset`; entries after it are a replayed run's
-        future and are dropped with it."""
-        kept = [e for e in self.entries(table) if e.offset < entry.offset]
-        self._write(table, [*kept, entry])
+        """Add the entry at `entry.offset`, or replace the one there."""
+
+        def change(text: str | None) -> str:
+            kept = [e for e in _entries(text) if e.offset != entry.offset]
+            return _entries_json(sorted([*kept, entry], key=lambda e: e.offset))
+
+        self._document(table).update(change)
 
     def reset(self, table: str, base: SchemaEntry) -> None:
-        """Start the table's history again from a new snapshot's schema."""
-        self._write(table, [base])
-
-    def _write(self, table: str, entries: list[SchemaEntry]) -> None:
-        self.files.write_text(
-            self._file(table), json.dumps([e.to_json() for e in entries], indent=1)
-        )
+        """Start the table's history again from a new snapshot's schema (the snapshot follows
+        every DDL after `base` itself)."""
+        self._document(table).update(lambda _: _entries_json([base]))
 
 
-#: Versions kept: an older one goes when a change creates a version this much newer.
-KEPT_VERSIONS = 10
-_VERSION = re.compile(r"(\d+)\.json")
-#: One lock per `StreamTables` folder in this process (see `StreamTables.update`).
-_LOCKS: dict[str, threading.Lock] = {}
+def _entries(text: str | None) -> list[SchemaEntry]:
+    return [SchemaEntry.from_json(e) for e in json.loads(text)] if text else []
+
+
+def _entries_json(entries: list[SchemaEntry]) -> str:
+    return json.dumps([e.to_json() for e in entries], indent=1)
+
 
 Tables = dict[str, BinlogOffset | None]
 
@@ -123,76 +129,32 @@ class StreamTables:
     stream's start). A table joins when its snapshot finishes (at or after its last high
     watermark) or at its CREATE (silver then holds every row from the binlog, whatever a later
     snapshot reads); `--reset` takes it out until its new snapshot finishes. Kept beside the
-    job's checkpoint.
-
-    Several writers change it at once: the stream's threads (a CREATE per table, side by side),
-    its joins, and `snapshot --reset` in another process. A read, then a write of one file
-    would let one writer's change overwrite another's, and a table would silently leave
-    capture. So each change is a new version file, `<n + 1>.json`, created only if absent
-    (`LakeFiles.create_text`): of two writers that read version n, one creates n + 1, and the
-    other reads again and applies its change to that. A reader takes the newest version; a
-    writer that crashes leaves the versions as they were, or with its change whole."""
+    job's checkpoint as a `VersionedText`: the stream's threads (a CREATE per table, side by
+    side), its joins, and `snapshot --reset` in another process change it at once."""
 
     def __init__(self, path: str, files: LakeFiles) -> None:
-        self.path = path
-        self.files = files
+        self.document = VersionedText(path, files)
 
     def read(self) -> Tables:
-        return self._latest()[1] or {}
+        return _tables(self.document.read()) or {}
 
     def exists(self) -> bool:
-        return self._latest()[1] is not None
+        return self.document.read() is not None
 
     def update(self, change: Callable[[Tables], Tables]) -> Tables:
         """Apply `change` to the newest tables as one step, against every other writer; returns
-        the tables it was applied to. On a conflict `change` runs again on the newer tables,
-        which may hold its own result already: it only computes, and applied twice it changes
-        nothing more (adds and removes of tables). A change that changes nothing writes
-        nothing."""
-        with _LOCKS.setdefault(self.path, threading.Lock()):  # threads here queue, not retry
-            while True:
-                version, tables = self._latest()
-                before = tables or {}
-                after = change(dict(before))
-                if after == before:
-                    return before
-                if self._created(version + 1, after):
-                    return before
-                log.info("%s changed meanwhile: the change goes to its new version", self.path)
+        the tables it was applied to. `change` may run more than once (see
+        `VersionedText.update`): it only computes adds and removes of tables."""
+        before: Tables = {}
 
-    def _created(self, version: int, tables: Tables) -> bool:
-        """Whether this writer created `version` and it counts (False: another writer was
-        first). Creating a version removes the one `KEPT_VERSIONS` older, so the folder stays
-        small; a writer that read before that removal and stalled can create the removed one
-        again, which readers never see (newer ones exist): it is taken back and the change
-        applied to the newest."""
-        if not self.files.create_text(self._version(version), _tables_json(tables)):
-            return False
-        if max(self._versions()) >= version + KEPT_VERSIONS:
-            self.files.delete(self._version(version))
-            return False
-        if version > KEPT_VERSIONS:
-            self.files.delete(self._version(version - KEPT_VERSIONS))
-        return True
+        def on_text(text: str | None) -> str | None:
+            nonlocal before
+            before = _tables(text) or {}
+            after = change(dict(before))
+            return None if after == before else _tables_json(after)
 
-    def _latest(self) -> tuple[int, Tables | None]:
-        """(version, tables) of the newest version; (0, the tables of the file from before
-        versions, or None without it) if there is none. A version removed between the listing
-        and the read (`KEPT_VERSIONS` newer ones came meanwhile) is listed again."""
-        while True:
-            versions = self._versions()
-            if not versions:
-                return 0, _tables(self.files.read_text(f"{self.path}.json"))
-            newest = max(versions)
-            text = self.files.read_text(self._version(newest))
-            if text is not None:
-                return newest, _tables(text)
-
-    def _versions(self) -> list[int]:
-        return [int(m[1]) for n in self.files.names(self.path) if (m := _VERSION.fullmatch(n))]
-
-    def _version(self, version: int) -> str:
-        return join(self.path, f"{version:020d}.json")
+        self.document.update(on_text)
+        return before
 
 
 def _tables(text: str | None) -> Tables | None:
@@ -216,9 +178,26 @@ class SchemaChange:
     after: TableSchema | None  # None: the table is gone (dropped, renamed away, parked)
     # The statement's kind (alter, create, drop, truncate, rename), or for an online schema-change
     # tool's cut-over: park (the table renamed to its shadow name) and swap (a shadow renamed
-    # onto the table: an ALTER of it); unfollowable: an ALTER that removes or replaces rows with
-    # no row events (DROP PARTITION, ...).
+    # onto the table: an ALTER of it); shadow: the table's shadow created or altered (the table
+    # itself is unchanged); unfollowable: an ALTER that removes or replaces rows with no row
+    # events (DROP PARTITION, ...).
     kind: str
+    # The ALTERs run on the table's shadow (see `SchemaEntry.shadow`): after a shadow or park
+    # change, the ones known so far; at a swap, the ones that made the layout it brings in.
+    shadow: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.table.split(".", 1)[1]
+
+    def where(self) -> str:
+        return f"at {self.offset} ({short_statement(self.statement)})"
+
+    def entry(self) -> SchemaEntry:
+        """The table's schema history entry from this change on."""
+        parked = self.before if self.kind == "park" else None
+        kept = self.shadow if self.kind in ("shadow", "park") else ()
+        return SchemaEntry(self.offset, self.after, self.statement, parked, kept)
 
 
 class SchemaSource(Protocol):
@@ -271,6 +250,7 @@ class SchemaTracker:
         ddl = parse_ddl(statement)
         if ddl is None:
             return
+        yield from self._on_shadow(ddl, statement, default_database, offset)
         for name, kind in self._affected(ddl, default_database):
             table = f"{self.database}.{name}"
             entry = self.entries.get(table)
@@ -286,9 +266,30 @@ class SchemaTracker:
             after = self._schema_after(table, name, kind, offset, before, statement)
             if before is None and after is None:
                 continue
-            parked = before if kind == "park" else None
-            self.entries[table] = SchemaEntry(offset, after, statement, parked)
-            yield SchemaChange(table, offset, statement, before, after, kind)
+            shadow = entry.shadow if entry and kind in ("park", "swap") else ()
+            change = SchemaChange(table, offset, statement, before, after, kind, shadow)
+            self.entries[table] = change.entry()
+            yield change
+
+    def _on_shadow(
+        self, ddl: Ddl, statement: str, default_database: str, offset: BinlogOffset
+    ) -> Iterator[SchemaChange]:
+        """A held table's shadow created (`CREATE TABLE _t_new LIKE t`) or altered: the
+        statement goes on the table's entry, so the cut-over knows which columns it renamed."""
+        if ddl.kind not in ("create", "alter"):
+            return
+        for ref in ddl.tables:
+            database, name = ref.qualified(default_database)
+            for table, entry in list(self.entries.items()):
+                held = entry.schema
+                if database != self.database or held is None or offset <= entry.offset:
+                    continue
+                shadow = (*entry.shadow, statement) if ddl.kind == "alter" else ()
+                if not is_incoming_shadow_of(name, held.name) or shadow == entry.shadow:
+                    continue
+                change = SchemaChange(table, offset, statement, held, held, "shadow", shadow)
+                self.entries[table] = change.entry()
+                yield change
 
     def _follows(self, name: str, kind: str, before: TableSchema | None) -> bool:
         """A DDL concerns a captured table, or brings in a table (created or renamed to a name)

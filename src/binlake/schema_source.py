@@ -20,6 +20,7 @@ from binlake.ddl import parse_ddl
 from binlake.ddl_schema import Charsets
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
+from binlake.shadow_tables import is_incoming_shadow_of
 from binlake.source import binlog_files, current_offset, load_schema_if_exists, query
 
 _USE = re.compile(r"use `((?:[^`]|``)*)`; (.*)", re.DOTALL)
@@ -33,12 +34,17 @@ class LoggedStatement:
     database: str  # the session's default database ("" when none)
     statement: str
 
-    def touches(self, database: str, table: str) -> bool:
+    def touches(self, database: str, table: str, shadow: bool = False) -> bool:
+        """Whether the statement changes the table (or, with `shadow`, the copy an online
+        schema-change tool alters in its place: see `shadow_tables`)."""
         ddl = parse_ddl(self.statement)
         if ddl is None:
             return False
         refs = [*ddl.tables, *(ref for pair in ddl.renames for ref in pair)]
-        return any(ref.qualified(self.database) == (database, table) for ref in refs)
+        names = {
+            name for db, name in (ref.qualified(self.database) for ref in refs) if db == database
+        }
+        return table in names or (shadow and any(is_incoming_shadow_of(n, table) for n in names))
 
 
 class ServerSchemas:
@@ -55,14 +61,18 @@ class ServerSchemas:
         return load_schema_if_exists(self.conn, database, table, self.split_keys)
 
     def later_change(
-        self, database: str, table: str, offset: BinlogOffset
+        self, database: str, table: str, offset: BinlogOffset, shadow: bool = False
     ) -> LoggedStatement | None:
-        """The first DDL on the table after `offset`, up to the binlog head now (call it after
-        reading the schema: a DDL between the two is then seen, never missed)."""
+        """The first DDL on the table (or its shadow) after `offset`, up to the binlog head now
+        (call it after reading the schema: a DDL between the two is then seen, never missed)."""
         head = current_offset(self.conn)
         self._scan(offset, head)
         return next(
-            (s for s in self._statements if s.offset > offset and s.touches(database, table)),
+            (
+                s
+                for s in self._statements
+                if s.offset > offset and s.touches(database, table, shadow)
+            ),
             None,
         )
 

@@ -27,6 +27,12 @@ def is_shadow_name(name: str) -> bool:
     return _SHADOW.fullmatch(name) is not None
 
 
+def is_incoming_shadow_of(name: str, table: str) -> bool:
+    """Whether `name` is the tool's altered copy of `table`, the one that takes its name at
+    the cut-over (not the old table it leaves behind, nor gh-ost's changelog)."""
+    return re.fullmatch(rf"_+{re.escape(table)}_(?:new|gho)", name, re.DOTALL) is not None
+
+
 def is_shadow_of(name: str, table: str) -> bool:
     """Whether `name` is one of the names a tool gives to `table`'s shadow or old copy."""
     return re.fullmatch(rf"_+{re.escape(table)}{_SUFFIX}", name, re.DOTALL) is not None

@@ -12,7 +12,6 @@ the remedy. The changelog only grows: new columns join its images (`mergeSchema`
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -25,36 +24,18 @@ from binlake.lake import LakeTable, column_mapping, column_name
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
 from binlake.schema_changes import ColumnChange, column_changes, literal_default, unapplicable
+from binlake.schema_history import SchemaChange
 from binlake.silver import changelog_table, data_columns, ensure_silver, silver_table
 from binlake.typemap import spark_schema
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class SchemaChangeRecord:
-    """A DDL row of the change record (see `change_record`)."""
-
-    table: str
-    offset: BinlogOffset
-    statement: str
-    kind: str
-    before: TableSchema | None
-    after: TableSchema | None
-
-    @property
-    def name(self) -> str:
-        return self.table.split(".", 1)[1]
-
-    def where(self) -> str:
-        return f"at {self.offset} ({' '.join(self.statement.split())[:160]})"
-
-
 #: Silver's table property holding the position of the last DDL applied to it in full.
 APPLIED_PROPERTY = "binlake.ddlApplied"
 
 
-def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChangeRecord) -> None:
+def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChange) -> None:
     """Change silver as `change` and `stream.schema_changes` say (or raise before changing it).
 
     Exactly once across replays: a batch replayed after a crash meets its DDL again, possibly
@@ -65,6 +46,8 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
     if after is None:
         _gone(change)
         return
+    if change.kind == "shadow":
+        return  # only the table's shadow changed: silver follows at the cut-over
     if change.kind == "unfollowable":
         removed = getattr(parse_ddl(change.statement), "removes_rows", "a statement")
         raise SchemaChangeError(
@@ -88,7 +71,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
         spark.sql(f"ALTER TABLE {silver.sql} SET TBLPROPERTIES ('{APPLIED_PROPERTY}' = '{token}')")
 
 
-def _gone(change: SchemaChangeRecord) -> None:
+def _gone(change: SchemaChange) -> None:
     if change.kind == "park":
         log.info(
             "%s renamed to its shadow name %s (an online schema-change tool's cut-over): silver "
@@ -108,18 +91,18 @@ def _applied(spark: SparkSession, silver: LakeTable, offset: BinlogOffset) -> bo
     return applied is not None and applied >= position_token(offset, 0)
 
 
-def _remedy(change: SchemaChangeRecord) -> str:
+def _remedy(change: SchemaChange) -> str:
     return f"re-snapshot it with `binlake snapshot --tables {change.name} --reset`"
 
 
 def _alter(
     spark: SparkSession,
     config: Config,
-    change: SchemaChangeRecord,
+    change: SchemaChange,
     before: TableSchema,
     after: TableSchema,
 ) -> None:
-    changes = column_changes(before, after, change.statement)
+    changes = column_changes(before, after, change.statement, *change.shadow)
     if not changes and before.key == after.key:
         return
     described = ", ".join(c.describe() for c in changes) or "a new row key"
@@ -276,7 +259,7 @@ def _widen(spark: SparkSession, table: LakeTable, column: str, kind: T.DataType)
 
 
 def _bring_in(
-    spark: SparkSession, config: Config, change: SchemaChangeRecord, after: TableSchema
+    spark: SparkSession, config: Config, change: SchemaChange, after: TableSchema
 ) -> None:
     """A table created (or renamed in) while streaming: captured from its DDL on."""
     silver = silver_table(config, after)

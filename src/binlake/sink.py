@@ -31,7 +31,7 @@ from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
-from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
+from binlake.schema_history import SchemaChange, SchemaHistory, StreamTables
 from binlake.silver import (
     TableApply,
     data_columns,
@@ -40,7 +40,7 @@ from binlake.silver import (
     silver_table,
     timed,
 )
-from binlake.silver_schema import SchemaChangeRecord, apply_schema_change
+from binlake.silver_schema import apply_schema_change
 from binlake.snapshot import PendingResets
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_source
 
@@ -107,7 +107,7 @@ class BatchSink:
             join_ready_tables(batch.sparkSession, self.config, self.spec, self.tables, end)
 
     def _apply_tables(
-        self, batch: DataFrame, names: list[str], ddl: list[SchemaChangeRecord]
+        self, batch: DataFrame, names: list[str], ddl: list[SchemaChange]
     ) -> list[tuple[str, float]]:
         def one(name: str) -> tuple[str, float]:
             own = [d for d in ddl if d.table == name]
@@ -127,7 +127,7 @@ def apply_table_changes(
     joined: StreamTables,
     batch: DataFrame,
     name: str,
-    ddl: list[SchemaChangeRecord],
+    ddl: list[SchemaChange],
 ) -> None:
     """One table's rows and DDL of `batch`, segment by segment in binlog order."""
     rows = batch.where((F.col("_table") == name) & (F.col("_op") != DDL))
@@ -150,7 +150,7 @@ def apply_table_changes(
 
 
 def _segment_schema(
-    history: SchemaHistory, name: str, ddl: list[SchemaChangeRecord], index: int
+    history: SchemaHistory, name: str, ddl: list[SchemaChange], index: int
 ) -> TableSchema | None:
     """The table's schema between its DDL `index - 1` and `index` of the batch."""
     if index > 0:
@@ -165,33 +165,32 @@ def _apply_ddl(
     config: Config,
     history: SchemaHistory,
     joined: StreamTables,
-    change: SchemaChangeRecord,
+    change: SchemaChange,
 ) -> None:
     apply_schema_change(spark, config, change)
     if change.kind != "truncate":
-        parked = change.before if change.kind == "park" else None
-        entry = SchemaEntry(change.offset, change.after, change.statement, parked)
-        history.record(change.table, entry)
+        history.record(change.table, change.entry())
     if change.before is None and change.after is not None:
         joined.update(lambda tables: {change.table: change.offset, **tables})
 
 
-def _ddl_records(batch: DataFrame) -> list[SchemaChangeRecord]:
+def _ddl_records(batch: DataFrame) -> list[SchemaChange]:
     """The batch's DDL rows in binlog order (each table's segments are cut at them)."""
     rows = batch.where(F.col("_op") == DDL).collect()
     return sorted((_ddl_record(r) for r in rows), key=lambda d: d.offset)
 
 
-def _ddl_record(row: Row) -> SchemaChangeRecord:
+def _ddl_record(row: Row) -> SchemaChange:
     before = json.loads(row["_before"])
     after = json.loads(row["_after"]) if row["_after"] else None
-    return SchemaChangeRecord(
+    return SchemaChange(
         table=row["_table"],
         offset=BinlogOffset(row["_file"], row["_pos"]),
         statement=before["statement"],
         kind=before["kind"],
         before=TableSchema.from_json(before["schema"]) if before["schema"] else None,
         after=TableSchema.from_json(after) if after else None,
+        shadow=tuple(before.get("shadow", ())),
     )
 
 
@@ -264,7 +263,7 @@ def _finished(chunks: list[ChunkState], table: str) -> bool:
 @dataclass(frozen=True)
 class _CaughtUp:
     frame: DataFrame
-    ddl: list[SchemaChangeRecord]
+    ddl: list[SchemaChange]
 
 
 def _catch_up(

@@ -87,7 +87,9 @@ class DdlWatch:
         database, name = table.split(".", 1)
         with self._lock:
             offset = entry.offset
-            while (statement := self._server.later_change(database, name, offset)) is not None:
+            while (
+                statement := self._server.later_change(database, name, offset, True)
+            ) is not None:
                 if upto is not None and statement.offset > upto:
                     return None
                 tracker = SchemaTracker(
@@ -162,6 +164,10 @@ class FollowedTable:
     def follow(self, mark_now: Callable[[list[ChunkResult]], None]) -> None:
         """Every DDL on the table up to the binlog head, followed in order."""
         while (change := self.watch.next_change(self.name, self.entry)) is not None:
+            if change.kind == "shadow":  # the table is as it was; its cut-over comes later
+                self.entry = change.entry()
+                self.history.record(self.name, self.entry)
+                continue
             why = refusal(change)
             if why:
                 what = (
@@ -174,7 +180,7 @@ class FollowedTable:
                                  self.plan, self.finished)  # fmt: skip
             mark_now(caught_up)
             self.finished.update((r.chunk_id, r) for r in caught_up)
-            self.entry = SchemaEntry(change.offset, change.after, change.statement)
+            self.entry = change.entry()
             self.history.record(self.name, self.entry)
             log.info(
                 "snapshot: %s followed its DDL at %s (%s): %d finished chunks caught up to it; "
@@ -202,7 +208,8 @@ def refusal(change: SchemaChange) -> str:
         return "rows the snapshot had read were removed or replaced without row events"
     if before.split_column.lower() != after.split_column.lower():
         return "its split column changed, which the snapshot's chunks are ranges of"
-    return unapplicable(before, after, column_changes(before, after, change.statement))
+    changes = column_changes(before, after, change.statement, *change.shadow)
+    return unapplicable(before, after, changes)
 
 
 def catch_up(
@@ -221,6 +228,7 @@ def catch_up(
     if not bronze.exists(spark):
         return []  # nothing committed yet: the first batch creates bronze in the new layout
     at = change.offset
+    statements = (change.statement, *change.shadow)
     window = _window(source, server_id, before, at, plan, finished)
     rows = (
         bronze.read(spark)
@@ -231,11 +239,11 @@ def catch_up(
         keys = _frame(spark, before, before.key_indexes, window.keys)
         rows = rows.join(keys, on=list(before.key), how="left_anti")
     if not _in_layout(rows, after):
-        rows = rows_after(rows, before, after, change.statement)
+        rows = rows_after(rows, before, after, *statements)
     every_column = tuple(range(len(before.columns)))
     chunk_ids = {"_chunk_id": pa.array(window.chunk_ids, pa.int32())}
     changed = _frame(spark, before, every_column, window.rows, chunk_ids)
-    landed = rows.unionByName(rows_after(changed, before, after, change.statement)).select(
+    landed = rows.unionByName(rows_after(changed, before, after, *statements)).select(
         *[F.col(column_name(n)) for n in after.column_names],
         "_chunk_id",
         F.lit(at.file).alias("_hw_file"),

@@ -335,6 +335,7 @@ def _ddl_before(change: SchemaChange) -> dict[str, Any]:
         "statement": change.statement,
         "kind": change.kind,
         "schema": change.before.to_json() if change.before else None,
+        "shadow": list(change.shadow),
     }
 
 

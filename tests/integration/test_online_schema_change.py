@@ -31,8 +31,12 @@ pytestmark = pytest.mark.integration
 ALTER = "ADD COLUMN region VARCHAR(8) NOT NULL DEFAULT 'eu', MODIFY name VARCHAR(40) NOT NULL"
 
 
-def pt_online_schema_change(db_env: dict[str, str], database: str, tmp: Path) -> None:
-    """Run the real tool on `items`; the password travels in a 0600 option file, never argv."""
+def pt_online_schema_change(
+    db_env: dict[str, str], database: str, tmp: Path, alter: str = ALTER
+) -> None:
+    """Run the real tool on `items`; the password travels in a 0600 option file, never argv.
+    (`--no-check-alter`: the tool refuses a column rename unless told it checked the rename it
+    detected, which it then copies.)"""
     tool = shutil.which("pt-online-schema-change")
     assert tool, "percona-toolkit is not installed: run `make setup`"
     options = tmp / "pt.cnf"
@@ -40,8 +44,9 @@ def pt_online_schema_change(db_env: dict[str, str], database: str, tmp: Path) ->
     options.chmod(0o600)
     dsn = f"F={options},h=127.0.0.1,P={db_env['BINLAKE_SOURCE_PORT']},D={database},t=items"
     done = subprocess.run(
-        [tool, "--alter", ALTER, "--execute", "--recursion-method=none", "--chunk-size=200",
-         "--no-check-unique-key-change", "--set-vars=lock_wait_timeout=10", dsn],
+        [tool, "--alter", alter, "--execute", "--recursion-method=none", "--chunk-size=200",
+         "--no-check-unique-key-change", "--no-check-alter", "--set-vars=lock_wait_timeout=10",
+         dsn],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -106,6 +111,57 @@ def test_gh_ost_two_step_cut_over_with_a_stream_batch_between_its_renames(
     sql("DROP TABLE _items_del, _items_ghc")
     _stream(spark, config)
     assert "region" in assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_pt_online_schema_change_renaming_a_column_keeps_its_values(
+    spark: Any, sql: Any, make_config: Any, racer: Any, db_env: dict[str, str], database: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The tool renames a column on its shadow (`ALTER TABLE _items_new CHANGE note remark ...`)
+    and copies the values under the new name; the cut-over alone shows a column gone and another
+    new. Before the shadow's ALTER was followed, silver took `remark` as a new column: NULL in
+    every row the source holds a value for (200 of 1,000), without a word."""
+    seed_items(sql, 1000)
+    config = make_config(source={"tables": ["items"]}, stream={"trigger_interval": "1s"})
+    jobs.snapshot(spark, config)
+    _stream(spark, config)
+    with running_stream(spark, config) as stream, racer():
+        pt_online_schema_change(db_env, database, tmp_path, "CHANGE note remark VARCHAR(30) NULL")
+        sql("UPDATE items SET remark = CONCAT('r', id) WHERE id % 7 = 0")
+        sql("INSERT INTO items (id, name, qty, price, remark) VALUES (90001, 'x', 1, 1, 'new')")
+        wait_for(lambda: not stream.is_alive() or _silver_has(spark, config, 90001))
+    _stream(spark, config)
+    assert "remark" in assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+@pytest.mark.parametrize("mode", ["lenient", "evolve"])
+def test_gh_ost_column_rename_met_in_an_earlier_batch_than_its_cut_over(
+    spark: Any, sql: Any, make_config: Any, racer: Any, mode: str
+) -> None:
+    """The ghost table's ALTER renames and widens two columns (one twice, `qty` → `amount` →
+    `quantity`), a stream batch ends before the cut-over, and the cut-over comes while the
+    stream is stopped: the renames must be known from the earlier batch."""
+    seed_items(sql, 600)
+    config = make_config(source={"tables": ["items"]}, stream={"schema_changes": mode})
+    jobs.snapshot(spark, config)
+    _stream(spark, config)
+    sql("CREATE TABLE _items_gho LIKE items")
+    sql("ALTER TABLE _items_gho CHANGE note remark VARCHAR(30) NULL, CHANGE qty amount BIGINT")
+    sql("ALTER TABLE _items_gho RENAME COLUMN amount TO quantity")
+    with racer():
+        sql("INSERT INTO _items_gho (id, name, quantity, price, remark) SELECT * FROM items")
+    _stream(spark, config)  # the renames are in this batch, the cut-over in the next
+    sql("INSERT IGNORE INTO _items_gho SELECT * FROM items")
+    sql("UPDATE _items_gho g JOIN items i USING (id) SET g.quantity = i.qty, g.remark = i.note")
+    sql("DELETE g FROM _items_gho g LEFT JOIN items i USING (id) WHERE i.id IS NULL")
+    sql("RENAME TABLE items TO _items_del, _items_gho TO items")
+    sql("UPDATE items SET quantity = quantity + 5000000000 WHERE id % 3 = 0")
+    sql("DROP TABLE _items_del")
+    _stream(spark, config)
+    columns = assert_silver_is_source(spark, sql, config, "items")
+    assert "quantity" in columns and "remark" in columns
     assert_changelog_holds_each_change_once(spark, config, "items")
 
 

@@ -204,11 +204,41 @@ def test_with_every_table_captured_the_shadows_stay_out_of_capture() -> None:
     tracker = _tracker(server, {"db.t": SchemaEntry(_at(1), old)}, patterns=None)
     create = "CREATE TABLE `db`.`_t_new` LIKE `db`.`t`"
     assert list(tracker.on_statement(create, "db", _at(10))) == []
-    assert list(tracker.on_statement("ALTER TABLE `_t_new` ADD b INT", "db", _at(20))) == []
+    [altered] = tracker.on_statement("ALTER TABLE `_t_new` ADD b INT", "db", _at(20))
+    assert (altered.table, altered.kind, altered.after) == ("db.t", "shadow", old)
+    assert tracker.captured() == {"db.t": old}
     [change] = tracker.on_statement("RENAME TABLE t TO _t_old, _t_new TO t", "db", _at(30))
     assert (change.table, change.kind, change.after) == ("db.t", "swap", new)
     assert list(tracker.on_statement("DROP TABLE IF EXISTS `_t_old`", "db", _at(40))) == []
     assert tracker.captured() == {"db.t": new}
+
+
+def test_a_cut_over_knows_the_columns_its_shadow_renamed() -> None:
+    """The shadow's ALTERs (a column renamed twice, another renamed and widened) are kept on the
+    table's entry through a two-step cut-over, so the swap is an ALTER with renames, not columns
+    dropped and new ones added; a shadow created again (a tool run aborted and restarted)
+    starts with no ALTERs."""
+    old = _table(_column("qty"), _column("note"))
+    new = _table(_column("quantity"), _column("remark"))
+    server = _Server(t=new)
+    tracker = _tracker(server, {"db.t": SchemaEntry(_at(1), old)})
+    list(tracker.on_statement("CREATE TABLE _t_gho LIKE t", "db", _at(5)))
+    list(tracker.on_statement("ALTER TABLE _t_gho DROP qty", "db", _at(6)))
+    list(tracker.on_statement("CREATE TABLE _t_gho LIKE t", "db", _at(10)))
+    for at, alter in enumerate(["CHANGE qty amount INT, CHANGE note remark INT",
+                                "RENAME COLUMN amount TO quantity"], start=11):  # fmt: skip
+        [change] = tracker.on_statement(f"ALTER TABLE _t_gho {alter}", "db", _at(at))
+    assert len(change.shadow) == 2
+    [parked] = tracker.on_statement("RENAME TABLE t TO _t_del", "db", _at(20))
+    assert (parked.kind, parked.entry().shadow) == ("park", change.shadow)
+    [swap] = tracker.on_statement("RENAME TABLE _t_gho TO t", "db", _at(21))
+    assert swap.kind == "swap" and swap.entry().shadow == ()
+    renames = [
+        (c.old_name, c.column)
+        for c in column_changes(old, new, swap.statement, *swap.shadow)
+        if c.kind == "rename"
+    ]
+    assert renames == [("qty", "quantity"), ("note", "remark")]
 
 
 def test_a_two_step_cut_over_parks_the_table_until_its_shadow_takes_the_name() -> None:

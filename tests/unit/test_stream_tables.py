@@ -10,10 +10,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from binlake.lake_files import ArrowFiles
+from binlake.lake_files import KEPT_VERSIONS, ArrowFiles
 from binlake.layout import TABLES_FOLDER
 from binlake.offsets import BinlogOffset
-from binlake.schema_history import KEPT_VERSIONS, StreamTables
+from binlake.schema_history import StreamTables
 
 ADDS = 20
 
