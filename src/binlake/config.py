@@ -247,6 +247,11 @@ class StreamConfig(_Section):
     #: column reads NULL from then on, a renamed one is added under its new name), `evolve`
     #: mirrors the source's columns, `stop` stops the stream before the DDL.
     schema_changes: Literal["evolve", "lenient", "stop"] = "lenient"
+    #: A DDL silver cannot follow from the binlog (rows removed or replaced with no row events:
+    #: DROP/TRUNCATE/EXCHANGE PARTITION; a table renamed onto a captured name; a change silver's
+    #: columns cannot take): `resnapshot` snapshots that table again by itself while the others
+    #: keep streaming, then rejoins it; `stop` stops the stream before it with the remedy.
+    on_unfollowable_ddl: Literal["resnapshot", "stop"] = "resnapshot"
 
     @field_validator("trigger_interval")
     @classmethod

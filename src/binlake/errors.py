@@ -67,6 +67,11 @@ class LakeError(BinlakeError):
     exit_code = 5
 
 
+class UnfollowableChange(SchemaChangeError):
+    """A DDL silver cannot follow from the binlog; with `stream.on_unfollowable_ddl: resnapshot`
+    the stream snapshots the table again instead of stopping."""
+
+
 class LeaseError(BinlakeError):
     """Another process holds the lease of this job's ledger or checkpoint (`binlake.lease`), or
     took it over from this one."""

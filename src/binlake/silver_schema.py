@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 
 from binlake.config import Config
 from binlake.ddl import parse_ddl
-from binlake.errors import SchemaChangeError
+from binlake.errors import SchemaChangeError, UnfollowableChange
 from binlake.lake import LakeTable, column_mapping, column_name
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
@@ -50,7 +50,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
         return  # only the table's shadow changed: silver follows at the cut-over
     if change.kind == "unfollowable":
         removed = getattr(parse_ddl(change.statement), "removes_rows", "a statement")
-        raise SchemaChangeError(
+        raise UnfollowableChange(
             f"{change.table} changed {change.where()}: {removed} removes or replaces rows with no "
             "row events in the binlog, which silver cannot follow. The stream stopped before it: "
             f"{_remedy(change)}"
@@ -106,17 +106,17 @@ def _alter(
     if not changes and before.key == after.key:
         return
     described = ", ".join(c.describe() for c in changes) or "a new row key"
-    reason = unapplicable(before, after, changes)
-    if reason:
-        raise SchemaChangeError(
-            f"{change.table} changed {change.where()}: {described}; silver cannot follow: "
-            f"{reason}. The stream stopped before that change: {_remedy(change)}"
-        )
     if config.stream.schema_changes == "stop":
         raise SchemaChangeError(
             f"{change.table} changed {change.where()}: {described}; stream.schema_changes is "
             "stop, so the stream stopped before that change: set it to lenient or evolve to "
             f"apply it, or {_remedy(change)}"
+        )
+    reason = unapplicable(before, after, changes)
+    if reason:
+        raise UnfollowableChange(
+            f"{change.table} changed {change.where()}: {described}; silver cannot follow: "
+            f"{reason}. The stream stopped before that change: {_remedy(change)}"
         )
     silver = silver_table(config, after)
     for column_change in changes:
@@ -264,7 +264,7 @@ def _bring_in(
     """A table created (or renamed in) while streaming: captured from its DDL on."""
     silver = silver_table(config, after)
     if change.kind == "rename":
-        raise SchemaChangeError(
+        raise UnfollowableChange(
             f"{change.table} appeared {change.where()} by a rename: its rows are not in the "
             f"binlog. Snapshot it with `binlake snapshot --tables {change.name}`; the stream "
             "then captures it"

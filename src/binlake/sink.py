@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
-from binlake.errors import BinlakeError
+from binlake.errors import BinlakeError, UnfollowableChange
 from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
@@ -41,7 +41,7 @@ from binlake.silver import (
     timed,
 )
 from binlake.silver_schema import apply_schema_change
-from binlake.snapshot import PendingResets
+from binlake.snapshot import PendingResets, send_back
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_source
 
 log = logging.getLogger(__name__)
@@ -145,8 +145,8 @@ def apply_table_changes(
                 require_silver(spark, config, schema)
             else:
                 TableApply(config, schema, columns)(segment)
-        if index < len(ddl):
-            _apply_ddl(spark, config, history, joined, ddl[index])
+        if index < len(ddl) and not _apply_ddl(spark, config, history, joined, ddl[index]):
+            return  # the table went back to its snapshot, which holds its later rows
 
 
 def _segment_schema(
@@ -155,9 +155,12 @@ def _segment_schema(
     """The table's schema between its DDL `index - 1` and `index` of the batch."""
     if index > 0:
         return ddl[index - 1].after
-    if ddl:
+    if ddl and ddl[0].before is not None:
         return ddl[0].before
-    return next((e.schema for e in reversed(history.entries(name)) if e.schema), None)
+    # No DDL, or the first brings in another table under the name (CREATE OR REPLACE, a table
+    # renamed onto it): the rows before it are the old table's, in the schema in force then.
+    earlier = [e for e in history.entries(name) if not ddl or e.offset < ddl[0].offset]
+    return next((e.schema for e in reversed(earlier) if e.schema), None)
 
 
 def _apply_ddl(
@@ -166,12 +169,26 @@ def _apply_ddl(
     history: SchemaHistory,
     joined: StreamTables,
     change: SchemaChange,
-) -> None:
-    apply_schema_change(spark, config, change)
+) -> bool:
+    """Silver and the schema history follow `change`; False if silver cannot and the table was
+    sent back to its snapshot (`stream.on_unfollowable_ddl: resnapshot`)."""
+    try:
+        apply_schema_change(spark, config, change)
+    except UnfollowableChange:
+        if config.stream.on_unfollowable_ddl == "stop":
+            raise
+        send_back(HadoopFiles(spark), config, change.table)
+        log.warning(
+            "%s changed %s in a way silver cannot follow from the binlog: the table is "
+            "snapshotted again by itself and then rejoins the stream; the other tables go on",
+            change.table, change.where(),
+        )  # fmt: skip
+        return False
     if change.kind != "truncate":
         history.record(change.table, change.entry())
     if change.before is None and change.after is not None:
         joined.update(lambda tables: {change.table: change.offset, **tables})
+    return True
 
 
 def _ddl_records(batch: DataFrame) -> list[SchemaChange]:
@@ -247,6 +264,7 @@ def join_ready_tables(
         side_by_side(join, ready)
     finally:
         caught_up.frame.unpersist()
+    ready = [t for t in ready if not resets.pending(t)]  # else sent back during its catch-up
     registry.update(lambda joined: {**joined, **dict.fromkeys(ready, until)})
     log.info(
         "%d table(s) joined the stream at %s, caught up from %s: %s",

@@ -412,6 +412,11 @@ class PendingResets:
     def pending(self, table: str) -> bool:
         return self.files.exists(self._file(table))
 
+    def of_database(self, database: str) -> set[str]:
+        """The database's tables ("db.table") whose reset is pending: one listing."""
+        names = self.files.names(join(self.root, database))
+        return {f"{database}.{n.removesuffix('.json')}" for n in names if n.endswith(".json")}
+
 
 def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: TableSchema) -> None:
     """Forget a table's snapshot so it is read again: its ledger rows and bronze rows go, and
@@ -423,14 +428,8 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     the table from its old plan and bronze while they go, and makes the next snapshot finish a
     reset that stopped halfway."""
     files = HadoopFiles(spark)
-    checkpoints = checkpoints_root(config)
-    name = table.qualified
-    PendingResets(files, config).begin(name)
-    for job in files.names(checkpoints):
-        joined = StreamTables(tables_path(config, job), files)
-        before = joined.update(lambda tables: {t: o for t, o in tables.items() if t != name})
-        if name in before and stream_lease(files, config, job).holder() is not None:
-            _await_batch_in_flight(files, join(checkpoints, job))
+    for checkpoint in send_back(files, config, table.qualified):
+        _await_batch_in_flight(files, checkpoint)
     ledger.forget(table.qualified)
     # Emptied in place (a new version of the same table; a catalog's CREATE OR REPLACE), never
     # dropped: Delta keeps a view of each table per session, which a dropped and re-created
@@ -442,6 +441,22 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
         .option("overwriteSchema", "true")
     )
     log.info("snapshot: %s reset; its snapshot starts again", table.qualified)
+
+
+def send_back(files: LakeFiles, config: Config, name: str) -> list[str]:
+    """A reset's first steps: mark the table's reset pending, then take it out of every stream
+    job's table list. Returns the checkpoints of the running jobs that applied it (a batch of
+    theirs planned before may still write it). A stream meeting a DDL it cannot follow sends
+    the table back this way from inside its batch; its next snapshot does the rest."""
+    checkpoints = checkpoints_root(config)
+    PendingResets(files, config).begin(name)
+    running = []
+    for job in files.names(checkpoints):
+        joined = StreamTables(tables_path(config, job), files)
+        before = joined.update(lambda tables: {t: o for t, o in tables.items() if t != name})
+        if name in before and stream_lease(files, config, job).holder() is not None:
+            running.append(join(checkpoints, job))
+    return running
 
 
 #: How long a reset waits for a running stream's batch that may still write the table.

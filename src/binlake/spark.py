@@ -112,9 +112,15 @@ def check_spark_version() -> None:
 
 
 def get_or_create(app_name: str = "binlake", quiet: bool = True) -> SparkSession:
-    """The active session (Databricks runtime) or a new local one, `quiet` as above."""
+    """The active session; on a Databricks runtime its own session (a wheel task may start
+    before one is active, and a locally built one cannot get Delta's jars there); else a new
+    local one, `quiet` as above."""
     active = SparkSession.getActiveSession()
-    return active if active is not None else local_session(app_name, quiet=quiet)
+    if active is not None:
+        return active
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return SparkSession.builder.getOrCreate()
+    return local_session(app_name, quiet=quiet)
 
 
 #: Lines every local JVM start prints, which tell a binlake user nothing: the vector module

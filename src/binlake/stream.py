@@ -20,13 +20,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
-from binlake.errors import LeaseError, SnapshotIncompleteError, carried_by
+from binlake.errors import SnapshotIncompleteError, carried_by
 from binlake.lake import create_schemas
 from binlake.lake_files import HadoopFiles, LakeFiles, join
 from binlake.layout import checkpoint_path, ledger_path, schema_root, tables_path
 from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
+from binlake.resnapshot import Resnapshots
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver, require_silver
@@ -236,17 +237,23 @@ def _run_stream(
         start,
         "resume" if resume else config.stream.startup_mode,
     )
+    resnapshots = Resnapshots(spark, config, list(by_name))
     query = writer.start()
     try:
-        batches, changes = _follow(query, config, lease)
+        batches, changes = _follow(query, config, lease, resnapshots)
     except StreamingQueryException as failure:
         raise sink.failure or carried_by(failure) or failure from None
+    if available_now:
+        resnapshots.finish(spec, by_name, checkpoint_offset(files, config) or start)
     return StreamSummary(batches, changes, time.monotonic() - started)
 
 
-def _follow(query: StreamingQuery, config: Config, lease: HeldLease) -> tuple[int, int]:
-    """Wait for the query, logging each batch's progress; (batches, changes) when it ends.
-    A lease taken over by another process stops the query."""
+def _follow(
+    query: StreamingQuery, config: Config, lease: HeldLease, resnapshots: Resnapshots
+) -> tuple[int, int]:
+    """Wait for the query, logging each batch's progress and snapshotting again the tables it
+    sent back; (batches, changes) when it ends. A lease taken over by another process, or a
+    failed snapshot, stops the query."""
     totals = [0, 0]
     seen: set[int] = set()
     while query.isActive:
@@ -254,7 +261,8 @@ def _follow(query: StreamingQuery, config: Config, lease: HeldLease) -> tuple[in
         _log_progress(query, seen, totals)
         try:
             lease.check()
-        except LeaseError:
+            resnapshots.poll()
+        except Exception:
             query.stop()
             raise
     _log_progress(query, seen, totals)

@@ -231,14 +231,24 @@ def test_stop_mode_stops_before_the_change_and_resumes_after_reset(
     assert "extra" in assert_silver_is_source(spark, sql, config, "items")
 
 
-def test_narrowing_stops_with_the_remedy(spark: Any, sql: Any, make_config: Any) -> None:
+@pytest.mark.parametrize("on_unfollowable", ["stop", "resnapshot"])
+def test_narrowing_resnapshots_the_table_or_stops_with_the_remedy(
+    spark: Any, sql: Any, make_config: Any, on_unfollowable: str
+) -> None:
     seed_items(sql, 50)
-    config = make_config()
+    config = make_config(stream={"on_unfollowable_ddl": on_unfollowable})
     jobs.snapshot(spark, config)
     _stream(spark, config)
+    sql("UPDATE items SET qty = qty + 1 WHERE id % 3 = 0")
     sql("ALTER TABLE items MODIFY price DECIMAL(6,2) NOT NULL")
-    with pytest.raises(SchemaChangeError, match=r"price.*narrowing.*--reset"):
+    sql("UPDATE items SET price = 7.5 WHERE id % 4 = 0")
+    if on_unfollowable == "stop":
+        with pytest.raises(SchemaChangeError, match=r"price.*narrowing.*--reset"):
+            _stream(spark, config)
+    else:
         _stream(spark, config)
+        assert_silver_is_source(spark, sql, config, "items")
+        assert_changelog_holds_each_change_once(spark, config, "items")
 
 
 def test_table_added_to_the_config_joins_without_losing_changes(
