@@ -283,7 +283,7 @@ def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> N
             totals[0] += 1
             totals[1] += rows
             log.info(
-                "stream batch %d: %d changes, %.0f changes/s, source at %s",
+                "stream batch %d: %d changes, %.0f changes/s, source at %s, binlog head at %s",
                 progress["batchId"], rows, progress.get("processedRowsPerSecond") or 0.0,
-                progress["sources"][0].get("endOffset"),
+                progress["sources"][0].get("endOffset"), progress["sources"][0].get("latestOffset"),
             )  # fmt: skip

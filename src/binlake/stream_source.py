@@ -180,6 +180,11 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             head = min(head, self.spec.stop)
         return max(head, position).to_dict()
 
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """The binlog head, for each batch's progress (`sources[].latestOffset`): how far the
+        source is ahead of the batch's end, which Databricks shows as the stream's backlog."""
+        return self._head().to_dict()
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = BinlogOffset.from_dict(start), BinlogOffset.from_dict(end)
         if last <= first:

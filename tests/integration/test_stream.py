@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import random
 import shutil
@@ -38,9 +39,11 @@ from binlake.errors import BinlogPurgedError, SnapshotIncompleteError
 from binlake.lake import lake_table
 from binlake.ledger import Ledger
 from binlake.offsets import position_token
+from binlake.source import current_offset
 from binlake.typemap import spark_schema
 from binlake.verify import verify_silver
 
+from .items import running_stream, wait_for
 from .replay import (
     Oracle,
     Writers,
@@ -524,6 +527,33 @@ def test_small_table_silver_starts_as_one_file_in_key_order(
     ids = [r["id"] for r in spark.read.parquet(single).select("id").collect()]
     assert ids == sorted(ids) and len(ids) == 1200
     assert_silver_equals_source(spark, db_env, config, "items")
+
+
+def test_query_progress_reports_the_binlog_head(
+    spark: Any, sql: Any, configure: Any, db_env: dict[str, str]
+) -> None:
+    """Issue 25: each batch's progress carries the source's latest offset, the binlog head
+    (`reportLatestOffset`), so Spark's progress and Databricks' backlog metrics show how far
+    behind the stream is. Before, `latestOffset` was empty in every progress."""
+    sql(DDL["items"])
+    with_cursor(sql, lambda cur: seed_items(cur, random.Random(6), 300))
+    config = configure(source={"tables": ["items"]}, stream={"trigger_interval": "1s"})
+    jobs.snapshot(spark, config)
+
+    def reported() -> dict[str, Any] | None:
+        progress = [p for q in spark.streams.active for p in q.recentProgress]
+        return next((p["sources"][0].get("latestOffset") for p in reversed(progress)), None)
+
+    with running_stream(spark, config):
+        sql("UPDATE items SET qty = qty + 1 WHERE id % 3 = 0")
+        with connect(db_env) as conn:
+            head = current_offset(conn).to_dict()
+        wait_for(lambda: reported() is not None, timeout=60)
+        wait_for(lambda: _offset(reported()) == head, timeout=60)
+
+
+def _offset(reported: Any) -> dict[str, Any] | None:
+    return json.loads(reported) if isinstance(reported, str) else reported
 
 
 # ---------------------------------------------------------------------------------------------
