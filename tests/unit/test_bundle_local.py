@@ -169,3 +169,17 @@ def test_unknown_job_is_an_error_listing_the_jobs() -> None:
 
 def test_tasks_run_through_the_cli_entry_point_by_default() -> None:
     assert inspect.signature(run_job).parameters["execute"].default is cli.main
+
+
+@pytest.mark.parametrize("job", ["silver_stream", "silver_catchup"])
+def test_stream_jobs_take_the_schema_change_remedies_as_parameters(job: str) -> None:
+    """Issue 25: how a stream job meets a DDL is a job parameter, so an operator changes it for
+    a run (`stop` to look first, `evolve` to mirror the source) without a redeploy."""
+    recorder = Recorder()
+    params = {"stream_schema_changes": "evolve", "stream_on_unfollowable_ddl": "stop"}
+
+    run_job(load_bundle(REPO, "local"), job, params, execute=recorder)
+
+    stream = next(call for call in recorder.calls if call[0] == "stream")
+    config = cli.config_from_args(cli.build_parser().parse_args(stream))
+    assert (config.stream.schema_changes, config.stream.on_unfollowable_ddl) == ("evolve", "stop")
