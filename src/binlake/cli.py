@@ -4,14 +4,15 @@ calls the job entry points in `binlake.jobs` (the same functions the bundle's ta
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import logging
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from binlake.config import Config, load_config, parse_config
+from binlake.bundle.cli import add_bundle_command, run_action
+from binlake.command_line import build_parser as build_job_parser
+from binlake.command_line import config_from_args
 from binlake.errors import BinlakeError, ConfigError
 
 if TYPE_CHECKING:
@@ -20,129 +21,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("binlake")
 
 
-def _overrides(pairs: Sequence[str]) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"--set expects KEY=VALUE (e.g. source.host=db1), got {pair!r}")
-        result[key.strip()] = value
-    return result
-
-
-def config_from_args(args: argparse.Namespace) -> Config:
-    overrides = _overrides(args.set or [])
-    if args.config:
-        return load_config(args.config, overrides)
-    if not overrides:
-        raise ConfigError("give --config FILE (and/or --set KEY=VALUE for every required key)")
-    return parse_config({}, overrides)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    # `-v` is accepted before and after the command: the subparsers' copy defaults to SUPPRESS,
-    # so an absent `-v` after the command keeps what the main parser found before it.
-    verbosity = _verbosity(argparse.SUPPRESS)
-    parser = argparse.ArgumentParser(
-        prog="binlake",
-        description="Lock-free MySQL/MariaDB snapshots and CDC into Delta Lake.",
-        epilog="`binlake COMMAND --help` describes a command and its options.",
-        parents=[_verbosity(False)],
-    )
-    parser.add_argument("--version", action="version", version=f"binlake {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=summary, description=description, parents=[verbosity])
-        sub.add_argument("--config", help="YAML config file (keys: see the README)")
-        sub.add_argument(
-            "--set",
-            action="append",
-            metavar="KEY=VALUE",
-            help="override a config key, e.g. --set snapshot.parallelism=2 (repeatable)",
-        )
-        return sub
-
-    snapshot = command(
-        "snapshot",
-        "bronze snapshot: plan chunks, read them lock-free, write bronze",
-        "Split each captured table by its key into chunks, read the chunks in parallel without "
-        "locks, correct each with the binlog between its watermarks and write it to bronze. "
-        "Resumable: a rerun skips the chunks the ledger records as finished.",
-    )
-    snapshot.add_argument(
-        "--tables",
-        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
-        action="extend",
-        metavar="T[,T...]",
-        help="only these captured tables (repeatable or comma-separated)",
-    )
-    snapshot.add_argument(
-        "--reset",
-        action="store_true",
-        help="with --tables: forget their snapshot, silver and changelog and snapshot them "
-        "again while the stream keeps applying the other tables",
-    )
-    stream = command(
-        "stream",
-        "silver stream: tail the binlog and MERGE into silver",
-        "Tail the binlog from the snapshot's smallest high watermark (or stream.startup_mode), "
-        "drop the changes a chunk already holds and MERGE the rest into silver, exactly once. "
-        "Runs until interrupted unless --available-now.",
-    )
-    stream.add_argument(
-        "--available-now", action="store_true", help="catch up to the binlog head, then stop"
-    )
-    command(
-        "run",
-        "snapshot, then stream with --available-now",
-        "Finish the snapshot (a no-op once the ledger is complete), then catch silver up to the "
-        "binlog head and stop: what a scheduled catch-up job runs.",
-    )
-    command(
-        "status",
-        "chunks done/total, rows and stream lag per table",
-        "Per table: snapshot chunks done/total, bronze and silver rows; the stream's offset and "
-        "its lag behind the source's binlog head.",
-    )
-    command(
-        "verify",
-        "compare silver with the source; exit 1 on a difference",
-        "Compare every silver table with the source chunk by chunk (the source read without "
-        "locks) and name the keys that differ; exit 1 on a difference.",
-    )
-    from binlake.bundle.cli import add_actions
-
-    add_actions(
-        commands.add_parser(
-            "bundle",
-            help="validate or deploy the job bundle, or run a job here (run-local)",
-            description="The Databricks job bundle (bundle.yml, resources/*.yml): validate it, "
-            "deploy its jobs to a workspace, or run a job's tasks on this machine.",
-            parents=[verbosity],
-        ),
-        verbosity,
-    )
-    return parser
-
-
-def _verbosity(default: object) -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        default=default,
-        help="debug logging, Spark's own messages, tracebacks of unexpected errors",
-    )
-    return options
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("binlake")
-    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
-        return "(not installed)"
+    """Every command: the job commands and `bundle`."""
+    return build_job_parser(add_bundle_command)
 
 
 #: Exit code of an exception binlake did not anticipate (sysexits' EX_SOFTWARE): a bug.
@@ -180,9 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_command(args: argparse.Namespace) -> int:
     if args.command == "bundle":
-        from binlake.bundle.cli import run_action
-
-        return run_action(args)
+        return run_action(args, main)
     if args.command == "snapshot" and args.reset and not args.tables:
         raise ConfigError("--reset needs --tables naming the tables to snapshot again")
     config = config_from_args(args)

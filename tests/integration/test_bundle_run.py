@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from binlake import cli
 from binlake.bundle.definition import load_bundle
 from binlake.bundle.local import run_job
 from binlake.config import parse_config
@@ -61,7 +62,7 @@ def test_bundle_jobs_snapshot_catch_up_and_stream_locally(
         },
     )
 
-    run_job(bundle, "bronze_snapshot")
+    run_job(bundle, "bronze_snapshot", execute=cli.main)
     config = parse_config({"source": {"database": database}, "lake": {"root": str(lake)}})
     chunks = Ledger(spark, config.lake.path("_system", "chunks")).chunks()
     assert len(chunks) >= 8 and all(c.finished for c in chunks)
@@ -70,7 +71,9 @@ def test_bundle_jobs_snapshot_catch_up_and_stream_locally(
     sql("UPDATE items SET label = 'renamed' WHERE id < 100")
     sql("DELETE FROM items WHERE id BETWEEN 300 AND 400")
     sql("INSERT INTO items VALUES (1, 'below the minimum'), (5000, 'above the maximum')")
-    run_job(bundle, "silver_catchup")  # snapshot (a no-op now), then stream --available-now
+    run_job(
+        bundle, "silver_catchup", execute=cli.main
+    )  # snapshot (a no-op now), then stream --available-now
     assert _silver(spark, lake, database) == _source(sql)
 
     # The continuous job runs until stopped: apply a change while it runs, then stop it.
@@ -78,7 +81,7 @@ def test_bundle_jobs_snapshot_catch_up_and_stream_locally(
 
     def continuous() -> None:
         try:
-            run_job(bundle, "silver_stream")
+            run_job(bundle, "silver_stream", execute=cli.main)
         except BaseException as exc:  # surfaced to the test below
             outcome.append(exc)
 

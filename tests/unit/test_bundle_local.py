@@ -3,7 +3,6 @@ parameters resolved for the target — recorded by a fake in place of `binlake.c
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -167,8 +166,15 @@ def test_unknown_job_is_an_error_listing_the_jobs() -> None:
         run_job(load_bundle(REPO, "local"), "gold", execute=Recorder())
 
 
-def test_tasks_run_through_the_cli_entry_point_by_default() -> None:
-    assert inspect.signature(run_job).parameters["execute"].default is cli.main
+def test_run_local_runs_the_tasks_through_the_cli_entry_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[Any] = []
+    monkeypatch.setattr(
+        "binlake.bundle.local.run_job", lambda *args, execute: calls.append(execute)
+    )
+    assert cli.main(["bundle", "run-local", "silver_catchup", "--root", str(REPO)]) == 0
+    assert calls == [cli.main]
 
 
 @pytest.mark.parametrize("job", ["silver_stream", "silver_catchup"])

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from binlake.bundle.errors import BundleError
 
 
-def add_actions(parser: argparse.ArgumentParser, verbosity: argparse.ArgumentParser) -> None:
-    """Add the actions to `binlake bundle`'s parser; `verbosity` is the CLI's `-v` option."""
+def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> None:
+    """Add `binlake bundle` and its actions to the CLI's `commands` (its subparsers);
+    `verbosity` is the CLI's `-v` option."""
+    parser = commands.add_parser(
+        "bundle",
+        help="validate or deploy the job bundle, or run a job here (run-local)",
+        description="The Databricks job bundle (bundle.yml, resources/*.yml): validate it, "
+        "deploy its jobs to a workspace, or run a job's tasks on this machine.",
+        parents=[verbosity],
+    )
     common = argparse.ArgumentParser(add_help=False, parents=[verbosity])
     common.add_argument("--target", "-t", help="bundle target (default: the `default: true` one)")
     common.add_argument(
@@ -60,8 +69,9 @@ def _job_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_action(args: argparse.Namespace) -> int:
-    """Run the parsed action; failures are `BundleError`s (a failed task's carries its code)."""
+def run_action(args: argparse.Namespace, execute: Callable[[Sequence[str]], int]) -> int:
+    """Run the parsed action; failures are `BundleError`s (a failed task's carries its code).
+    `execute` runs a task's command line (`binlake.cli.main`)."""
     from binlake.bundle.definition import load_bundle
     from binlake.bundle.workspace import workspace_client
 
@@ -77,7 +87,7 @@ def run_action(args: argparse.Namespace) -> int:
     elif args.action == "run-local":
         from binlake.bundle.local import run_job
 
-        run_job(bundle, args.job, _pairs(args.param, "--param"))
+        run_job(bundle, args.job, _pairs(args.param, "--param"), execute=execute)
     elif args.action == "deploy":
         from binlake.bundle.deploy import deploy
         from binlake.bundle.validate import validate

@@ -4,8 +4,8 @@ workspace.)
 
 Each task calls the function the Databricks runtime calls for it — `binlake.cli.main` with the
 task's parameters — in this process, so a local run and a workspace run share one code path;
-the Spark session comes from `binlake.spark.get_or_create` in both. Tests pass their own
-`execute` to record the calls.
+the Spark session comes from `binlake.spark.get_or_create` in both. The CLI passes
+`binlake.cli.main` as `execute`; tests pass their own to record the calls.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import logging
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 
-from binlake import cli
 from binlake.bundle.definition import Bundle
 from binlake.bundle.errors import BundleError
 from binlake.bundle.tasks import task_arguments, task_order
@@ -38,7 +37,8 @@ def run_job(
     bundle: Bundle,
     job_key: str,
     parameters: Mapping[str, str] | None = None,
-    execute: TaskExecutor = cli.main,
+    *,
+    execute: TaskExecutor,
 ) -> None:
     """Run every task of the job; the first failing task stops the run, as on Databricks,
     where a task whose dependency failed does not start."""

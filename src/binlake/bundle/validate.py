@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 
-from binlake import cli
+from binlake import command_line
 from binlake.bundle.definition import Bundle, Job
 from binlake.bundle.errors import BundleError
 from binlake.bundle.tasks import task_arguments, task_order
@@ -79,17 +79,16 @@ def _deployed_as(job: Job) -> list[str]:
 
 
 def check_cli_call(where: str, arguments: list[str]) -> None:
-    """Parse `arguments` as `binlake.cli.main` would and build their configuration."""
+    """Parse `arguments` as `binlake.cli.main` parses a job command (a task runs no `binlake
+    bundle`: its parser refuses it) and build their configuration."""
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
-            args = cli.build_parser().parse_args(arguments)
+            args = command_line.build_parser().parse_args(arguments)
     except SystemExit:
         reason = errors.getvalue().strip().splitlines()[-1:] or ["unparseable"]
         raise BundleError(f"{where}: the binlake CLI rejects its parameters: {reason[0]}") from None
-    if args.command == "bundle":
-        raise BundleError(f"{where} runs `binlake bundle`; a task must run a job command")
     try:
-        cli.config_from_args(args)
+        command_line.config_from_args(args)
     except ConfigError as exc:
         raise BundleError(f"{where}: {exc}") from None
