@@ -294,6 +294,7 @@ def _burst(db_env: dict[str, str], database: str, workload: Workload, seed_value
             tolerant(workload.step, cur, rng)
 
 
+@pytest.mark.soak  # the same guarantee, fast: test_faults' kill points and the torture test
 def test_killed_stream_replays_to_the_same_silver_and_changelog(
     spark: Any, db_env: dict[str, str], database: str, sql: Any, configure: Any, tmp_path: Path
 ) -> None:

@@ -231,8 +231,11 @@ def test_every_type_and_key_lands_as_the_source_holds_it(
     process_tz: str | None,
 ) -> None:
     _load_fixture(db_env, database)
+    # Chunks of two rows put a chunk boundary between every pair of keys of each type; the
+    # other time zone's run checks the values, which larger chunks read the same.
+    chunk_size = 2 if process_tz is None else 64
     config = make_config(
-        snapshot={"chunk_size": 2, "parallelism": 2}, stream={"trigger_interval": "1s"}
+        snapshot={"chunk_size": chunk_size, "parallelism": 2}, stream={"trigger_interval": "1s"}
     )
     config_file = _config_file(config, tmp_path / "binlake.yml")
     with racing_writer(db_env, database):
