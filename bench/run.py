@@ -285,6 +285,11 @@ def timed(monitor, phase: str, fn: Callable[[], float]) -> float:
 # --------------------------------------------------------------------------- stream
 
 
+def latest_version(spark, table) -> int:
+    """The Delta version `table` (a LakeTable) is at."""
+    return spark.sql(f"DESCRIBE HISTORY {table.sql} LIMIT 1").first()["version"]
+
+
 def current_offset(bench: Bench, database: str = "bench"):
     from binlake.snapshot import with_resolved_password
     from binlake.source import connection
@@ -367,7 +372,7 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         init_s = time.monotonic() - started
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
-    silver_before = silver_table(config, table).delta(spark).history(1).collect()[0]["version"]
+    silver_before = latest_version(spark, silver_table(config, table))
     say(f"stream: silver ready in {init_s:.1f} s; making a burst of {bench.burst:,} row changes")
     start = current_offset(bench)
     with monitor.phase("burst"):
@@ -575,7 +580,7 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
     silver = silver_table(config, table)
-    version0 = silver.delta(spark).history(1).collect()[0]["version"]
+    version0 = latest_version(spark, silver)
     failure: list[BaseException] = []
 
     def run() -> None:

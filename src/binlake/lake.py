@@ -12,6 +12,10 @@ and hand it to `LakeTable.save`: a path table saves it at its path, a catalog ta
 `errorifexists` create, `overwrite` with `replaceWhere` replaces those rows, `overwrite` with
 `overwriteSchema` is a `CREATE OR REPLACE` that keeps the table and its properties, `append`
 honours `mergeSchema`.
+
+MERGE, UPDATE and DELETE go through Spark's own `DataFrame.mergeInto` and SQL, never
+delta-spark's `DeltaTable`, which needs a server plugin on Spark Connect (serverless, standard
+access mode): `LakeTable.merge`, `update`, `delete`.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.types import StructType
 
@@ -31,6 +35,9 @@ from binlake.config import Config, LakeConfig
 from binlake.errors import ConfigError, LakeError
 from binlake.schema import TableSchema
 from binlake.typemap import spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql.merge import MergeIntoWriter
 
 Layer = Literal["bronze", "silver"]
 _Opened = TypeVar("_Opened")
@@ -55,9 +62,6 @@ class LakeTable(ABC):
     @abstractmethod
     def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame: ...
 
-    @abstractmethod
-    def _delta(self, spark: SparkSession) -> DeltaTable: ...
-
     def exists(self, spark: SparkSession) -> bool:
         return self.schema(spark) is not None
 
@@ -66,9 +70,33 @@ class LakeTable(ABC):
         its Change Data Feed)."""
         return self._existing(spark, lambda session: self._read(session, options))
 
-    def delta(self, spark: SparkSession) -> DeltaTable:
-        """The table for MERGE, UPDATE and DELETE."""
-        return self._existing(spark, self._delta)
+    def merge(self, source: DataFrame, on: Column) -> MergeIntoWriter:
+        """A MERGE of `source` into this table. `on` and the clauses name this table's columns
+        unqualified, so `source`'s columns must have other names (`source_prefix`)."""
+        return source.mergeInto(self.sql, on)
+
+    def update(self, spark: SparkSession, values: dict[str, Column]) -> None:
+        """Set columns of every row (`values`: quoted column name → an expression of the row's
+        own columns and literals). A MERGE of one row that matches every row: Delta's SQL
+        UPDATE takes no parameters, and a value (a column's DEFAULT) is never SQL text."""
+        held = self.read(spark).columns
+        one = spark.range(1).select(F.lit(None).alias(source_prefix(held)))
+        self.merge(one, F.lit(True)).whenMatched().update(values).merge()
+
+    def delete(self, spark: SparkSession, where: Column | None = None) -> None:
+        """Delete every row, or the rows `where` holds (an expression of the row's columns and
+        literals)."""
+        if where is None:
+            spark.sql(f"DELETE FROM {self.sql}")
+            return
+        held = self.read(spark).columns
+        one = spark.range(1).select(F.lit(None).alias(source_prefix(held)))
+        self.merge(one, where).whenMatched().delete().merge()
+
+    def properties(self, spark: SparkSession) -> dict[str, str]:
+        """The table's properties (`TBLPROPERTIES`)."""
+        detail = spark.sql(f"DESCRIBE DETAIL {self.sql}").select("properties").first()
+        return dict(detail[0] or {}) if detail else {}
 
     def _existing(self, spark: SparkSession, open_: Callable[[SparkSession], _Opened]) -> _Opened:
         """`open_(spark)`, or a `LakeError` that names the table if it does not exist (Spark's
@@ -112,8 +140,6 @@ class PathTable(LakeTable):
     def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
         return spark.read.format("delta").options(**options).load(self.path)
 
-    def _delta(self, spark: SparkSession) -> DeltaTable:
-        return DeltaTable.forPath(spark, self.path)
 
 
 @dataclass(frozen=True)
@@ -147,8 +173,15 @@ class CatalogTable(LakeTable):
     def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
         return spark.read.format("delta").options(**options).table(self.sql)
 
-    def _delta(self, spark: SparkSession) -> DeltaTable:
-        return DeltaTable.forName(spark, self.sql)
+
+
+def source_prefix(target_columns: Iterable[str]) -> str:
+    """A prefix for a MERGE source's column names that no target column starts with: the
+    target's columns are named unqualified in `LakeTable.merge`, so no name may be both."""
+    prefix = "_s_"
+    while any(name.startswith(prefix) for name in target_columns):
+        prefix = "_" + prefix
+    return prefix
 
 
 def lake_table(lake: LakeConfig, layer: Layer, database: str, name: str) -> LakeTable:

@@ -10,9 +10,10 @@ and every file operation goes through one interface, `LakeFiles`, with two imple
   cluster's and Unity Catalog's).
 - `ArrowFiles`, where no JVM is reachable: the stream source plans each micro-batch
   (`stream_source.StreamSpec.plan`) in a Python process Spark starts, without py4j, and reads the
-  schema history and the job's table list there. `pyarrow.fs` reads local paths, `/Volumes` and
-  `dbfs:/` (through the `/dbfs` mount of Databricks nodes) and object stores with the
-  credentials of the process's environment.
+  schema history and the job's table list there. A Spark Connect client (serverless, standard
+  access mode) has no JVM either, so its driver uses them too (`driver_files`). `pyarrow.fs`
+  reads local paths, `/Volumes` and `dbfs:/` (through the `/dbfs` mount of Databricks nodes) and
+  object stores with the credentials of the process's environment.
 """
 
 from __future__ import annotations
@@ -97,6 +98,13 @@ class LakeFiles(ABC):
 
     def exists(self, path: str) -> bool:
         return self.modified(path) is not None
+
+
+def driver_files(spark: SparkSession) -> LakeFiles:
+    """The driver's files: Hadoop's on a classic session, `ArrowFiles` on Spark Connect."""
+    from binlake.spark import is_connect
+
+    return ArrowFiles() if is_connect(spark) else HadoopFiles(spark)
 
 
 class HadoopFiles(LakeFiles):
@@ -234,12 +242,16 @@ class ArrowFiles(LakeFiles):
         system.move(temporary, where)
 
     def create_text(self, path: str, text: str) -> bool:
-        """On a local disk only: `pyarrow.fs` has no create-if-absent on an object store, and
-        the planning process only reads."""
-        local = local_path(path)
-        if local is None:
-            raise LakeError(f"cannot create {path} without overwriting from this process")
-        return _create_local(local, text)
+        """On a local disk, `/Volumes` or `/dbfs` only: `pyarrow.fs` has no create-if-absent on
+        an object store, which the versioned files need (the planning process only reads)."""
+        system, where = _arrow(path)
+        if not isinstance(system, pafs.LocalFileSystem):
+            raise LakeError(
+                f"cannot create {path} without overwriting it from a process without a JVM: on "
+                "Spark Connect (serverless, standard access mode) put lake.root on a Unity "
+                "Catalog volume (/Volumes/<catalog>/<schema>/<volume>/...) or a local path"
+            )
+        return _create_local(where, text)
 
     def names(self, folder: str) -> list[str]:
         system, where = _arrow(folder)

@@ -12,14 +12,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.errors import LedgerError
-from binlake.lake import PathTable
+from binlake.lake import PathTable, source_prefix
 from binlake.offsets import BinlogOffset
 
 PENDING = "pending"
@@ -78,13 +77,12 @@ class Ledger:
         self.path = path
         self._lake_table = PathTable(path)  # under lake.root, with or without lake.catalog
 
-    def _table(self) -> DeltaTable:
-        """The ledger, created empty unless it exists. Not `DeltaTable.createIfNotExists()
-        .location()`: it names the table as SQL text, and finds a `file:///x` root and the
+    def _create(self) -> None:
+        """The ledger, created empty unless it exists. Not `CREATE TABLE IF NOT EXISTS ...
+        LOCATION`: it names the table as SQL text, and finds a `file:///x` root and the
         `file:/x` Delta records for it to be two locations."""
         empty = self._spark.createDataFrame([], SCHEMA).write.format("delta").mode("ignore")
         self._lake_table.save(empty)
-        return self._lake_table.delta(self._spark)
 
     def exists(self) -> bool:
         return self._lake_table.exists(self._spark)
@@ -121,7 +119,7 @@ class Ledger:
                 ]
                 new.extend(states[table])
         if new:
-            self._table()
+            self._create()
             self._lake_table.save(
                 self._spark.createDataFrame([_row(s) for s in new], SCHEMA)
                 .write.format("delta")
@@ -132,7 +130,7 @@ class Ledger:
     def forget(self, table: str) -> None:
         """Remove a table's plan (it is planned and read again)."""
         if self.exists():
-            self._table().delete(F.col("table") == table)
+            self._lake_table.delete(self._spark, F.col("table") == table)
 
     def mark_finished(self, results: Iterable[ChunkResult]) -> None:
         """One MERGE that marks the chunks finished with their watermarks and row counts."""
@@ -143,23 +141,20 @@ class Ledger:
         ]
         if not updates:
             return
+        s = source_prefix(SCHEMA.fieldNames())
+        reported = ("lw_file", "lw_pos", "hw_file", "hw_pos", "rows", "updated_at")
         source = self._spark.createDataFrame(
             updates,
-            "table string, chunk_id int, lw_file string, lw_pos long, hw_file string, "
-            "hw_pos long, rows long, updated_at timestamp",
+            f"{s}table string, {s}chunk_id int, {s}lw_file string, {s}lw_pos long, "
+            f"{s}hw_file string, {s}hw_pos long, {s}rows long, {s}updated_at timestamp",
         )
+        self._create()
+        on = (F.col("table") == F.col(f"{s}table")) & (F.col("chunk_id") == F.col(f"{s}chunk_id"))
         (
-            self._table()
-            .alias("l")
-            .merge(source.alias("s"), "l.table = s.table AND l.chunk_id = s.chunk_id")
-            .whenMatchedUpdate(
-                set={
-                    "status": f"'{FINISHED}'",
-                    **{c: f"s.{c}" for c in ("lw_file", "lw_pos", "hw_file", "hw_pos", "rows")},
-                    "updated_at": "s.updated_at",
-                }
-            )
-            .execute()
+            self._lake_table.merge(source, on)
+            .whenMatched()
+            .update({"status": F.lit(FINISHED), **{c: F.col(f"{s}{c}") for c in reported}})
+            .merge()
         )
 
 

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from binlake.config import Config
 from binlake.errors import LeaseError
-from binlake.lake_files import HadoopFiles
+from binlake.lake_files import driver_files
 from binlake.lease import snapshot_lease
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
@@ -39,7 +39,7 @@ class Resnapshots:
 
     def __init__(self, spark: SparkSession, config: Config, tables: list[str]) -> None:
         self.spark, self.config, self.tables = spark, config, tables
-        self.files = HadoopFiles(spark)
+        self.files = driver_files(spark)
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 

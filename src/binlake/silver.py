@@ -26,7 +26,14 @@ from pyspark.sql import types as T
 from binlake.change_record import typed_image
 from binlake.config import Config
 from binlake.errors import LakeError
-from binlake.lake import LakeTable, bronze_table, column_mapping, column_name, lake_table
+from binlake.lake import (
+    LakeTable,
+    bronze_table,
+    column_mapping,
+    column_name,
+    lake_table,
+    source_prefix,
+)
 from binlake.schema import TableSchema
 from binlake.typemap import exact_key, key_literal, spark_schema
 
@@ -256,32 +263,40 @@ class TableApply:
         )
 
     def _merge(self, typed: DataFrame, summary: Row) -> None:
+        """The batch's last change per key, merged into silver unless silver holds a newer one
+        (a replayed batch changes nothing). Source columns are `s` + silver's name, the change's
+        operation is `s` alone: `LakeTable.merge` names silver's columns unqualified."""
+        names = [*self.columns.fieldNames(), OFFSET_COLUMN]
+        s = source_prefix(names)
+
+        def source(name: str) -> Column:
+            return F.col(column_name(s + name))
+
         image = F.when(F.col("_op") == "delete", F.col("_before")).otherwise(F.col("_after"))
-        names = self.columns.fieldNames()
+        fields = [F.col(f"_image.{column_name(c)}").alias(s + c) for c in names[:-1]]
         flat = typed.select(
-            "_op", F.col("_offset").alias(OFFSET_COLUMN), image.alias("_image")
-        ).select("_op", OFFSET_COLUMN, *[F.col(f"_image.{column_name(c)}").alias(c) for c in names])
-        latest = Window.partitionBy(*[F.col(column_name(k)) for k in self.table.key]).orderBy(
-            F.col(OFFSET_COLUMN).desc()
+            F.col("_op").alias(s), F.col("_offset").alias(s + OFFSET_COLUMN), image.alias("_image")
+        ).select(s, s + OFFSET_COLUMN, *fields)
+        latest = Window.partitionBy(*[source(k) for k in self.table.key]).orderBy(
+            source(OFFSET_COLUMN).desc()
         )
         collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
-        on = F.lit(True)
+        on = self._target_keys(summary)
         for k in self.table.key:
-            on = on & (F.col(f"t.{column_name(k)}") == F.col(f"s.{column_name(k)}"))
-        on = on & self._target_keys(summary)
-        values: dict[str, str | Column] = {
-            column_name(c): f"s.{column_name(c)}" for c in (*names, OFFSET_COLUMN)
-        }
-        newer = f"t.{OFFSET_COLUMN} < s.{OFFSET_COLUMN}"
+            on = on & (F.col(column_name(k)) == source(k))
+        values = {column_name(c): source(c) for c in names}
+        newer = F.col(column_name(OFFSET_COLUMN)) < source(OFFSET_COLUMN)
+        deleted = F.col(column_name(s)) == "delete"
         (
             silver_table(self.config, self.table)
-            .delta(typed.sparkSession)
-            .alias("t")
-            .merge(collapsed.alias("s"), on)
-            .whenMatchedDelete(condition=f"s._op = 'delete' AND {newer}")
-            .whenMatchedUpdate(condition=f"s._op <> 'delete' AND {newer}", set=values)
-            .whenNotMatchedInsert(condition="s._op <> 'delete'", values=values)
-            .execute()
+            .merge(collapsed, on)
+            .whenMatched(deleted & newer)
+            .delete()
+            .whenMatched(~deleted & newer)
+            .update(values)
+            .whenNotMatched(~deleted)
+            .insert(values)
+            .merge()
         )
 
     def _target_keys(self, summary: Row) -> Column:
@@ -292,12 +307,12 @@ class TableApply:
         keys = summary["keys"] if len(key) == 1 else None
         if keys is not None and len(keys) <= MERGE_KEY_LIST_LIMIT:
             kind = self._key_type(key[0])
-            return F.col(f"t.{column_name(key[0])}").isin([key_literal(k, kind) for k in keys])
+            return F.col(column_name(key[0])).isin([key_literal(k, kind) for k in keys])
         within = F.lit(True)
         for j, k in enumerate(key):
             kind = self._key_type(k)
             low, high = (key_literal(summary[f"{e}_{j}"], kind) for e in ("lo", "hi"))
-            within = within & F.col(f"t.{column_name(k)}").between(low, high)
+            within = within & F.col(column_name(k)).between(low, high)
         return within
 
 

@@ -60,7 +60,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
         log.info("%s %s: already in silver (a replayed batch)", change.table, change.where())
         return
     if change.kind == "truncate":
-        silver.delta(spark).delete()
+        silver.delete(spark)
         log.info("%s truncated %s: silver emptied", change.table, change.where())
     elif change.before is None:
         _bring_in(spark, config, change, after)
@@ -86,8 +86,7 @@ def _gone(change: SchemaChange) -> None:
 
 
 def _applied(spark: SparkSession, silver: LakeTable, offset: BinlogOffset) -> bool:
-    properties = silver.delta(spark).detail().select("properties").first()
-    applied = (properties[0] or {}).get(APPLIED_PROPERTY) if properties else None
+    applied = silver.properties(spark).get(APPLIED_PROPERTY)
     return applied is not None and applied >= position_token(offset, 0)
 
 
@@ -148,9 +147,7 @@ def _apply_column_change(
         else:
             _make_room(spark, silver, "", change.column, change.old_type, held)
             _add_column(spark, silver, after, change.column, change.old_type)
-            silver.delta(spark).update(
-                set={column_name(change.column): F.col(column_name(change.old_name))}
-            )
+            silver.update(spark, {column_name(change.column): F.col(column_name(change.old_name))})
     elif change.kind == "retype" and change.new_type is not None:
         held_type = _field(held, change.column)
         if held_type is not None and held_type.dataType != change.new_type:
@@ -242,7 +239,7 @@ def _add_column(
     default = literal_default(after, column)
     if default is not None or held:
         value = F.lit(default).cast(kind)
-        silver.delta(spark).update(set={column_name(column): value})
+        silver.update(spark, {column_name(column): value})
 
 
 def _enable_column_mapping(spark: SparkSession, table: LakeTable) -> None:
@@ -272,7 +269,7 @@ def _bring_in(
     if silver.exists(spark):
         # Created again (after a DROP, or by CREATE OR REPLACE): the new table starts empty, and
         # its Change Data Feed shows the old rows' deletes.
-        silver.delta(spark).delete()
+        silver.delete(spark)
         held = data_columns(spark, silver) or T.StructType([])
         for field in spark_schema(after).fields:
             _make_room(spark, silver, "", field.name, field.dataType, held)

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
 from binlake.errors import BinlakeError, UnfollowableChange
-from binlake.lake_files import HadoopFiles, LakeFiles, join
+from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset, position_token
@@ -177,7 +177,7 @@ def _apply_ddl(
     except UnfollowableChange:
         if config.stream.on_unfollowable_ddl == "stop":
             raise
-        send_back(HadoopFiles(spark), config, change.table)
+        send_back(driver_files(spark), config, change.table)
         log.warning(
             "%s changed %s in a way silver cannot follow from the binlog: the table is "
             "snapshotted again by itself and then rejoins the stream; the other tables go on",
@@ -233,7 +233,7 @@ def join_ready_tables(
     the job's table list records them from that offset on. A crash before that record repeats
     the join, which is idempotent: silver is rebuilt from bronze, and the changelog appends only
     the changes it does not hold."""
-    files = HadoopFiles(spark)
+    files = driver_files(spark)
     registry = StreamTables(spec.tables_path, files)
     pending = [t for t in tables if t not in registry.read()]
     if not pending:

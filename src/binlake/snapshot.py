@@ -5,8 +5,10 @@ commit. Pending chunks are then read in commit batches: each batch is one Spark 
 (at most `snapshot.parallelism`, each with its own replica `server_id`) read their chunks
 lock-free and return Arrow batches of rows at the chunk's high watermark, written straight into
 bronze (`replaceWhere _chunk_id IN (...)`: a retried batch replaces, never duplicates). Each
-chunk's LW, HW and row count travel back in an accumulator, which Spark merges only from the task
-attempts that succeeded: exactly the reads whose rows the write committed. Only then are the
+chunk's LW, HW and row count travel back as one report row beside its rows, gathered by an
+observation (`DataFrame.observe`) and dropped before the write: Spark merges observed metrics
+only from the task attempts that succeeded, exactly the reads whose rows the write committed,
+and observations work on Spark Connect, where accumulators do not exist. Only then are the
 chunks marked finished in the ledger. Tables run side by side (`ChunkScheduler`), and one ledger
 MERGE marks the batches of many tables, so a small table costs about one bronze commit. One
 pass: nothing is staged or read twice.
@@ -26,8 +28,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pymysql
 from pyspark import TaskContext
-from pyspark.accumulators import Accumulator, AccumulatorParam
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type
 
 from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
@@ -40,7 +44,7 @@ from binlake.lake import (
     column_mapping,
     create_schemas,
 )
-from binlake.lake_files import HadoopFiles, LakeFiles, join
+from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import (
     checkpoints_root,
     ledger_path,
@@ -62,19 +66,22 @@ log = logging.getLogger(__name__)
 
 #: What a task reports per chunk it read: (chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows).
 ChunkReport = tuple[int, str, int, str, int, int]
-
-
-class _Reports(AccumulatorParam[list[ChunkReport]]):
-    def zero(self, value: list[ChunkReport]) -> list[ChunkReport]:
-        return []
-
-    def addInPlace(self, a: list[ChunkReport], b: list[ChunkReport]) -> list[ChunkReport]:
-        a.extend(b)
-        return a
+#: The column a chunk's report travels in: one row per chunk read, whose other columns are null.
+REPORT = "_report"
+REPORT_TYPE = pa.struct(
+    [
+        ("chunk_id", pa.int32()),
+        ("lw_file", pa.string()),
+        ("lw_pos", pa.int64()),
+        ("hw_file", pa.string()),
+        ("hw_pos", pa.int64()),
+        ("rows", pa.int64()),
+    ]
+)
 
 
 def schema_history(spark: SparkSession, config: Config) -> SchemaHistory:
-    return SchemaHistory(schema_root(config), HadoopFiles(spark))
+    return SchemaHistory(schema_root(config), driver_files(spark))
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ def run_snapshot(
     """Snapshot the captured tables (or `only` these); resumes from the ledger and skips finished
     chunks. With `reset`, the named tables are snapshotted again from scratch, as is a table
     changed during its snapshot by a DDL bronze cannot follow (`snapshot_ddl`)."""
-    lease = snapshot_lease(HadoopFiles(spark), config)
+    lease = snapshot_lease(driver_files(spark), config)
     with lease.held("binlake snapshot") as held:
         return _run_snapshot(spark, config, held, only, reset)
 
@@ -159,7 +166,7 @@ def _snapshot_round(
         tables = chosen_tables(validate(conn, config), only)
         create_schemas(spark, config.lake, config.source.database)
         ledger = Ledger(spark, ledger_path(config))
-        resets = PendingResets(HadoopFiles(spark), config)
+        resets = PendingResets(driver_files(spark), config)
         again = {t.qualified for t in tables if reset or resets.pending(t.qualified)}
         for table in tables:
             if table.qualified in again:
@@ -427,7 +434,7 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     The first step marks the reset pending (`PendingResets`), which keeps a stream from joining
     the table from its old plan and bronze while they go, and makes the next snapshot finish a
     reset that stopped halfway."""
-    files = HadoopFiles(spark)
+    files = driver_files(spark)
     for checkpoint in send_back(files, config, table.qualified):
         _await_batch_in_flight(files, checkpoint)
     ledger.forget(table.qualified)
@@ -520,23 +527,38 @@ def read_chunks(
     table: TableSchema,
     chunks: list[ChunkState],
     slot: int = 0,
-) -> tuple[DataFrame, Accumulator[list[ChunkReport]]]:
+) -> tuple[DataFrame, Observation]:
     """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily; its
     tasks use the server ids of `slot` (see `ChunkScheduler`).
 
-    The rows carry the bronze columns. Run the frame exactly once: each run reads the chunks
-    again, at new high watermarks, and adds its reports to the accumulator.
+    The rows carry the bronze columns; the observation holds the chunks' reports once the
+    frame has run (`chunk_reports`). Run the frame exactly once: each run reads the chunks
+    again, at new high watermarks.
     """
     slices = min(config.snapshot.parallelism, len(chunks))
     descriptors = [(c.chunk_id, encode_key(c.range.start), encode_key(c.range.end)) for c in chunks]
-    plan_frame = spark.createDataFrame(
-        spark.sparkContext.parallelize(descriptors, slices),
-        "chunk_id int, start string, end string",
-    )
-    reports = spark.sparkContext.accumulator([], _Reports())
+    indexes = spark.range(0, len(descriptors), 1, slices)  # no SparkContext on Spark Connect
     server_id_base = config.snapshot_server_id(slot * config.snapshot.parallelism)
-    reader = _ChunkBatchReader(source, table, server_id_base, reports)
-    return plan_frame.mapInArrow(reader, bronze_schema(table)), reports
+    reader = _ChunkBatchReader(source, table, server_id_base, descriptors)
+    schema = T.StructType(
+        [*bronze_schema(table).fields, T.StructField(REPORT, from_arrow_type(REPORT_TYPE))]
+    )
+    reports = Observation()
+    rows = (
+        indexes.mapInArrow(reader, schema)
+        .observe(reports, F.collect_list(REPORT).alias("reports"))
+        .where(F.col(REPORT).isNull())
+        .drop(REPORT)
+    )
+    return rows, reports
+
+
+def chunk_reports(observation: Observation) -> list[ChunkReport]:
+    """The reports of a chunk read frame that ran (see `read_chunks`)."""
+    return [
+        (r.chunk_id, r.lw_file, r.lw_pos, r.hw_file, r.hw_pos, r.rows)
+        for r in observation.get["reports"]
+    ]
 
 
 def _read_and_commit(
@@ -558,12 +580,12 @@ def _read_and_commit(
         # would cost a second Delta commit per table, which dominates small tables. Nothing of
         # this table has committed yet (one thread writes a table), and `errorifexists` refuses
         # to replace one that appeared meanwhile.
-        writer = writer.mode("errorifexists").options(**column_mapping(table.column_names))
+        writer = writer.mode("error").options(**column_mapping(table.column_names))
     try:
         bronze.save(writer)
     except Exception as failure:  # a chunk read's own error, raised in a Spark task
         raise carried_by(failure) or failure from None
-    return chunk_results(table, batch, reports.value)
+    return chunk_results(table, batch, chunk_reports(reports))
 
 
 def chunk_results(
@@ -585,7 +607,8 @@ def chunk_results(
 
 
 class _ChunkBatchReader:
-    """The `mapInArrow` function: reads the chunks of its partition one after another.
+    """The `mapInArrow` function: reads the chunks of its partition one after another, each as
+    its rows, then its report.
 
     Partition `i` of the batch uses replica server id `base + i`, so concurrent binlog replays
     never evict each other.
@@ -596,35 +619,38 @@ class _ChunkBatchReader:
         source: SourceConfig,
         table: TableSchema,
         server_id_base: int,
-        reports: Accumulator[list[ChunkReport]],
+        descriptors: list[tuple[int, str | None, str | None]],
     ) -> None:
         self.source = source
         self.table = table
         self.server_id_base = server_id_base
-        self.reports = reports
+        self.descriptors = descriptors  # (chunk_id, start, end) by the index the task receives
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         server_id = self.server_id_base + (context.partitionId() if context else 0)
-        names = [*self.table.column_names, *BRONZE_COLUMNS.fieldNames()]
+        names = [*self.table.column_names, *BRONZE_COLUMNS.fieldNames(), REPORT]
         with ChunkReader(self.source, self.table, server_id) as reader:
             for batch in batches:
-                chunks = zip(*(c.to_pylist() for c in batch.columns), strict=True)
-                for chunk_id, start, end in chunks:
+                for index in batch.column(0).to_pylist():
+                    chunk_id, start, end = self.descriptors[index]
                     read = reader.read(chunk_id, ChunkRange(decode_key(start), decode_key(end)))
-                    yield pa.RecordBatch.from_arrays(_rows_at_hw(read), names=names)
-                    self.reports.add(
-                        [
-                            (
-                                chunk_id,
-                                read.lw.file,
-                                read.lw.pos,
-                                read.hw.file,
-                                read.hw.pos,
-                                read.rows,
-                            )
-                        ]
-                    )
+                    rows = [*_rows_at_hw(read), pa.nulls(read.rows, REPORT_TYPE)]
+                    yield pa.RecordBatch.from_arrays(rows, names=names)
+                    yield pa.RecordBatch.from_arrays(_report(read, rows), names=names)
+
+
+def _report(read: ChunkRead, rows: list[pa.Array]) -> list[pa.Array]:
+    """The chunk's report row: every column of `rows` null but the report."""
+    report = {
+        "chunk_id": read.chunk_id,
+        "lw_file": read.lw.file,
+        "lw_pos": read.lw.pos,
+        "hw_file": read.hw.file,
+        "hw_pos": read.hw.pos,
+        "rows": read.rows,
+    }
+    return [*(pa.nulls(1, column.type) for column in rows[:-1]), pa.array([report], REPORT_TYPE)]
 
 
 def _rows_at_hw(read: ChunkRead) -> list[pa.Array]:

@@ -1,8 +1,11 @@
-"""The one Spark session factory: local mode with Delta configured, or the runtime's session.
+"""The one Spark session factory: local mode with Delta configured, a Spark Connect session, or
+the runtime's session.
 
 `main()` of each entry point is the only caller; everything else receives the session as a
 parameter. On Databricks the runtime already has a session with Delta, which `get_or_create`
-returns unchanged.
+returns unchanged: a classic one on a dedicated cluster, a Spark Connect one on serverless and
+standard access mode. `SPARK_REMOTE` (PySpark's own variable) selects Spark Connect elsewhere.
+Job code runs on both kinds, so it uses DataFrames and SQL only (`is_connect`).
 """
 
 from __future__ import annotations
@@ -47,17 +50,29 @@ def local_session(
     session catalog (`spark_catalog`) keeps managed tables (Spark's default: `./spark-warehouse`);
     a static setting, so it is fixed when the session starts.
     """
+    master = f"local[{cores}]" if cores else "local[*]"
+    builder = with_delta(SparkSession.builder.master(master).appName(app_name), extra_jars)
+    if warehouse_dir is not None:
+        builder = builder.config("spark.sql.warehouse.dir", warehouse_dir)
+    with without_jvm_banners() if quiet else contextlib.nullcontext():
+        session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def with_delta(
+    builder: SparkSession.Builder, extra_jars: Sequence[str] = ()
+) -> SparkSession.Builder:
+    """`builder` with Delta's jars and extension and binlake's local tuning: for a local
+    session, and for the Spark Connect server `SPARK_REMOTE=local` starts."""
     from delta import configure_spark_with_delta_pip
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers must run the interpreter that has binlake installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     ivy = ivy_dir()
-    master = f"local[{cores}]" if cores else "local[*]"
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
@@ -74,20 +89,19 @@ def local_session(
         .config("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
     )
-    if warehouse_dir is not None:
-        builder = builder.config("spark.sql.warehouse.dir", warehouse_dir)
     cached = sorted(str(jar) for jar in Path(ivy, "jars").glob("*.jar"))
     if any(Path(jar).name.startswith("io.delta_delta-spark") for jar in cached):
         # Resolved before (make setup): load the cached jars, skipping Ivy's resolution report.
-        builder = builder.config("spark.jars", ",".join([*cached, *extra_jars]))
-    else:
-        if extra_jars:
-            builder = builder.config("spark.jars", ",".join(extra_jars))
-        builder = configure_spark_with_delta_pip(builder)
-    with without_jvm_banners() if quiet else contextlib.nullcontext():
-        session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+        return builder.config("spark.jars", ",".join([*cached, *extra_jars]))
+    if extra_jars:
+        builder = builder.config("spark.jars", ",".join(extra_jars))
+    return configure_spark_with_delta_pip(builder)
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect client (serverless, standard access mode,
+    `SPARK_REMOTE`): it has no SparkContext, RDDs, accumulators or JVM in this process."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 #: The oldest Spark binlake runs on: its binlog source is a Python streaming data source with
@@ -113,14 +127,27 @@ def check_spark_version() -> None:
 
 def get_or_create(app_name: str = "binlake", quiet: bool = True) -> SparkSession:
     """The active session; on a Databricks runtime its own session (a wheel task may start
-    before one is active, and a locally built one cannot get Delta's jars there); else a new
-    local one, `quiet` as above."""
+    before one is active, and a locally built one cannot get Delta's jars there); with
+    `SPARK_REMOTE` set, a Spark Connect session; else a new local one, `quiet` as above."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
         return SparkSession.builder.getOrCreate()
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        return connect_session(remote, app_name)
     return local_session(app_name, quiet=quiet)
+
+
+def connect_session(remote: str, app_name: str = "binlake") -> SparkSession:
+    """A Spark Connect session to `remote` (PySpark's `SPARK_REMOTE`): `sc://host:port` is a
+    running server, which brings its own Delta; `local[...]` starts one in this process, with
+    Delta's jars as a local session has them."""
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    if remote.startswith("local"):
+        builder = with_delta(builder)
+    return builder.getOrCreate()
 
 
 #: Lines every local JVM start prints, which tell a binlake user nothing: the vector module

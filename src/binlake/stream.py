@@ -22,7 +22,7 @@ from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
 from binlake.errors import SnapshotIncompleteError, carried_by
 from binlake.lake import create_schemas
-from binlake.lake_files import HadoopFiles, LakeFiles, join
+from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import checkpoint_path, ledger_path, schema_root, tables_path
 from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
@@ -161,7 +161,7 @@ class StreamSummary:
 
 def run_stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:
     """Start (or resume) the streaming query; with `available_now`, catch up and return."""
-    lease = stream_lease(HadoopFiles(spark), config)
+    lease = stream_lease(driver_files(spark), config)
     with lease.held("binlake stream") as held:
         return _run_stream(spark, config, held, available_now)
 
@@ -180,7 +180,7 @@ def _run_stream(
                 "the columns apart (set binlog_row_metadata=FULL, MariaDB 10.5+ / MySQL 8.0+)"
             )
     initial = config.stream.startup_mode == "initial"
-    files = HadoopFiles(spark)
+    files = driver_files(spark)
     create_schemas(spark, config.lake, config.source.database)
     registry = StreamTables(tables_path(config), files)
     resume = checkpoint_offset(files, config)
