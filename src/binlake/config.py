@@ -242,6 +242,11 @@ class StreamConfig(_Section):
     #: For timestamp: the first event at or after this time (ISO 8601, UTC if no zone).
     startup_timestamp: datetime | None = None
     trigger_interval: str = "5s"
+    #: How a continuous `binlake stream` triggers its batches: `processing_time` (one query, a
+    #: batch every `trigger_interval`), `available_now` (a run of the catch-up every
+    #: `trigger_interval`: for compute that runs only AvailableNow, as Databricks serverless),
+    #: `auto` (the first, or the second where the compute refuses it).
+    trigger: Literal["auto", "processing_time", "available_now"] = "auto"
     job_name: str = "silver"
     #: What a DDL on a captured table does to silver: `lenient` keeps every column (a dropped
     #: column reads NULL from then on, a renamed one is added under its new name), `evolve`

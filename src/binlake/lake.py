@@ -8,10 +8,10 @@ table at a path under `lake.root` either way.
 
 Callers build their `DataFrameWriter` (mode, options, table properties as `delta.*` options)
 and hand it to `LakeTable.save`: a path table saves it at its path, a catalog table as the table
-(`saveAsTable`), which Delta's catalog runs with the same semantics: `ignore` and
-`errorifexists` create, `overwrite` with `replaceWhere` replaces those rows, `overwrite` with
-`overwriteSchema` is a `CREATE OR REPLACE` that keeps the table and its properties, `append`
-honours `mergeSchema`.
+(`saveAsTable`), which Delta's catalog runs with the same semantics: `ignore` and `error`
+(Spark Connect knows no `errorifexists`) create, `overwrite` with `replaceWhere` replaces those
+rows, `overwrite` with `overwriteSchema` is a `CREATE OR REPLACE` that keeps the table and its
+properties, `append` honours `mergeSchema`.
 
 MERGE, UPDATE and DELETE go through Spark's own `DataFrame.mergeInto` and SQL, never
 delta-spark's `DeltaTable`, which needs a server plugin on Spark Connect (serverless, standard
@@ -141,7 +141,6 @@ class PathTable(LakeTable):
         return spark.read.format("delta").options(**options).load(self.path)
 
 
-
 @dataclass(frozen=True)
 class CatalogTable(LakeTable):
     """A managed Delta table of a catalog: `catalog.schema.name`."""
@@ -172,7 +171,6 @@ class CatalogTable(LakeTable):
 
     def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
         return spark.read.format("delta").options(**options).table(self.sql)
-
 
 
 def source_prefix(target_columns: Iterable[str]) -> str:

@@ -110,9 +110,9 @@ def ensure_silver(
         # Delta refuses a table's first commit holding rows when it maps columns by name and
         # has the Change Data Feed on (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION): such a
         # table is created empty, then filled.
-        _save_silver(spark.createDataFrame([], initial.schema), silver, mapping, "errorifexists")
+        _save_silver(spark.createDataFrame([], initial.schema), silver, mapping, "error")
         exists = True
-    _save_silver(initial, silver, mapping, "overwrite" if exists else "errorifexists")
+    _save_silver(initial, silver, mapping, "overwrite" if exists else "error")
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
 
 

@@ -578,7 +578,7 @@ def _read_and_commit(
     else:
         # The table's first commit creates it, holding its first batch: an empty table first
         # would cost a second Delta commit per table, which dominates small tables. Nothing of
-        # this table has committed yet (one thread writes a table), and `errorifexists` refuses
+        # this table has committed yet (one thread writes a table), and `error` refuses
         # to replace one that appeared meanwhile.
         writer = writer.mode("error").options(**column_mapping(table.column_names))
     try:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -163,7 +164,39 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
     """Start (or resume) the streaming query; with `available_now`, catch up and return."""
     lease = stream_lease(driver_files(spark), config)
     with lease.held("binlake stream") as held:
-        return _run_stream(spark, config, held, available_now)
+        if available_now:
+            return _run_stream(spark, config, held, available_now=True)
+        if config.stream.trigger != "available_now":
+            try:
+                return _run_stream(spark, config, held, available_now=False)
+            except Exception as refused:
+                if config.stream.trigger == "processing_time" or not _trigger_refused(refused):
+                    raise
+                log.warning(
+                    "this compute runs no processing-time trigger (%s): the stream runs the "
+                    "catch-up every %s instead (stream.trigger: available_now)",
+                    str(refused).splitlines()[0], config.stream.trigger_interval,
+                )  # fmt: skip
+        return _repeat_available_now(spark, config, held)
+
+
+def _trigger_refused(error: Exception) -> bool:
+    """Whether starting a query failed because the compute runs no processing-time trigger
+    (Databricks serverless: only AvailableNow and Once)."""
+    text = str(error).lower()
+    return "trigger" in text and ("not supported" in text or "unsupported" in text)
+
+
+def _repeat_available_now(spark: SparkSession, config: Config, lease: HeldLease) -> StreamSummary:
+    """The continuous stream as a catch-up (`stream --available-now`) every `trigger_interval`,
+    until one fails or the process is stopped: each run is a query of its own over the same
+    checkpoint, so the guarantees are the catch-up's (a change lands once, a restart resumes);
+    a change waits up to one interval plus one run."""
+    while True:
+        began = time.monotonic()
+        _run_stream(spark, config, lease, available_now=True)
+        lease.check()
+        time.sleep(max(0.0, config.stream.trigger_seconds - (time.monotonic() - began)))
 
 
 def _run_stream(
@@ -272,13 +305,22 @@ def _follow(
     return totals[0], totals[1]
 
 
+def _input_rows(progress: dict[str, Any]) -> int:
+    """A batch's input rows: a Spark Connect client's progress may leave out the query's total,
+    never the sources' own."""
+    total = progress.get("numInputRows")
+    if total is None:
+        total = sum(source.get("numInputRows") or 0 for source in progress["sources"])
+    return int(total)
+
+
 def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> None:
     """Log each batch not seen yet; add it to `totals` ([batches, changes])."""
     for progress in query.recentProgress:
         if progress["batchId"] in seen:
             continue
         seen.add(progress["batchId"])
-        rows = int(progress.get("numInputRows", 0))
+        rows = _input_rows(progress)
         if rows:
             totals[0] += 1
             totals[1] += rows

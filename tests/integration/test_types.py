@@ -13,8 +13,6 @@ Zero dates are the one documented difference: they land as NULL.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +28,8 @@ from pyspark.sql import types as T
 
 from binlake import jobs
 
-from .replay import connect, subprocess_env
+from .replay import connect
+from .test_spark_connect import run_remote
 
 pytestmark = pytest.mark.integration
 
@@ -209,44 +208,37 @@ def _config_file(config: Any, path: Path) -> Path:
     return path
 
 
-def _run_binlake(config_file: Path, *args: str, tz: str) -> None:
-    env = {**subprocess_env(), "TZ": tz}
-    done = subprocess.run(
-        [sys.executable, "-m", "binlake", *args, "--config", str(config_file)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-@pytest.mark.parametrize("process_tz", [None, "Europe/Paris"], ids=["in-process", "tz-paris"])
+@pytest.mark.parametrize("remote", [False, True], ids=["in-process", "connect-tz-paris"])
 def test_every_type_and_key_lands_as_the_source_holds_it(
     spark: Any,
     db_env: dict[str, str],
     database: str,
     make_config: Callable[..., Any],
     tmp_path: Path,
-    process_tz: str | None,
+    request: pytest.FixtureRequest,
+    remote: bool,
 ) -> None:
+    """In this process, and as Spark Connect clients in another time zone than the tests'
+    session (the clients and the server's Python workers), through a Spark Connect server."""
     _load_fixture(db_env, database)
     # Chunks of two rows put a chunk boundary between every pair of keys of each type; the
-    # other time zone's run checks the values, which larger chunks read the same.
-    chunk_size = 2 if process_tz is None else 64
+    # Spark Connect run checks the values, which larger chunks read the same.
+    chunk_size = 64 if remote else 2
     config = make_config(
         snapshot={"chunk_size": chunk_size, "parallelism": 2}, stream={"trigger_interval": "1s"}
     )
     config_file = _config_file(config, tmp_path / "binlake.yml")
     with racing_writer(db_env, database):
-        if process_tz is None:
-            jobs.snapshot(spark, config)
+        if remote:
+            run_remote(request.getfixturevalue("spark_remote"), config_file, "snapshot")
         else:
-            _run_binlake(config_file, "snapshot", tz=process_tz)
+            jobs.snapshot(spark, config)
     rewrite_through_binlog(db_env, database)
-    if process_tz is None:
-        jobs.stream(spark, config, available_now=True)
+    if remote:
+        run_remote(
+            request.getfixturevalue("spark_remote"), config_file, "stream", "--available-now"
+        )
     else:
-        _run_binlake(config_file, "stream", "--available-now", tz=process_tz)
+        jobs.stream(spark, config, available_now=True)
     for table in TABLES:
         assert_silver_equals_source(spark, db_env, config, table)
