@@ -70,6 +70,15 @@ class LakeTable(ABC):
         its Change Data Feed)."""
         return self._existing(spark, lambda session: self._read(session, options))
 
+    @abstractmethod
+    def replace_chunks(
+        self, spark: SparkSession, rows: DataFrame, chunk_ids: list[int], options: dict[str, str]
+    ) -> None:
+        """Replace bronze's rows of `chunk_ids` with `rows` in one commit (a retried batch
+        replaces, never duplicates); a missing table is created with `options`. Observations
+        of `rows` (the chunk reports) are delivered: Spark delivers none from a
+        create-as-select, nor from a catalog table's `saveAsTable` overwrite."""
+
     def merge(self, source: DataFrame, on: Column) -> MergeIntoWriter:
         """A MERGE of `source` into this table. `on` and the clauses name this table's columns
         unqualified, so `source`'s columns must have other names (`source_prefix`)."""
@@ -140,6 +149,21 @@ class PathTable(LakeTable):
     def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
         return spark.read.format("delta").options(**options).load(self.path)
 
+    def replace_chunks(
+        self, spark: SparkSession, rows: DataFrame, chunk_ids: list[int], options: dict[str, str]
+    ) -> None:
+        writer = rows.write.format("delta")
+        if self.exists(spark):
+            ids = ", ".join(str(int(i)) for i in chunk_ids)  # integers, not user values
+            writer = writer.mode("overwrite").option("replaceWhere", f"_chunk_id IN ({ids})")
+        else:
+            # The table's first commit creates it, holding its first batch: an empty table
+            # first would cost a second Delta commit per table, which dominates small tables.
+            # Nothing of this table has committed yet (one thread writes a table), and `error`
+            # refuses to replace one that appeared meanwhile.
+            writer = writer.mode("error").options(**options)
+        writer.save(self.path)
+
 
 @dataclass(frozen=True)
 class CatalogTable(LakeTable):
@@ -171,6 +195,16 @@ class CatalogTable(LakeTable):
 
     def _read(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
         return spark.read.format("delta").options(**options).table(self.sql)
+
+    def replace_chunks(
+        self, spark: SparkSession, rows: DataFrame, chunk_ids: list[int], options: dict[str, str]
+    ) -> None:
+        """Created empty first, then written with Spark's V2 overwrite-by-condition: the only
+        catalog writes whose observations Spark delivers."""
+        if not self.exists(spark):
+            empty = spark.createDataFrame([], rows.schema).write.format("delta")
+            self.save(empty.mode("ignore").options(**options))
+        rows.writeTo(self.sql).overwrite(F.col("_chunk_id").isin(chunk_ids))
 
 
 def source_prefix(target_columns: Iterable[str]) -> str:

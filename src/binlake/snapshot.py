@@ -557,7 +557,7 @@ def chunk_reports(observation: Observation) -> list[ChunkReport]:
     """The reports of a chunk read frame that ran (see `read_chunks`)."""
     return [
         (r.chunk_id, r.lw_file, r.lw_pos, r.hw_file, r.hw_pos, r.rows)
-        for r in observation.get["reports"]
+        for r in observation.get.get("reports", [])  # none: `chunk_results` refuses the batch
     ]
 
 
@@ -571,18 +571,10 @@ def _read_and_commit(
 ) -> list[ChunkResult]:
     rows, reports = read_chunks(spark, config, source, table, batch, slot)
     bronze = bronze_table(config, table)
-    writer = rows.write.format("delta")
-    if bronze.exists(spark):
-        ids = ", ".join(str(c.chunk_id) for c in batch)  # our own integers, not user values
-        writer = writer.mode("overwrite").option("replaceWhere", f"_chunk_id IN ({ids})")
-    else:
-        # The table's first commit creates it, holding its first batch: an empty table first
-        # would cost a second Delta commit per table, which dominates small tables. Nothing of
-        # this table has committed yet (one thread writes a table), and `error` refuses
-        # to replace one that appeared meanwhile.
-        writer = writer.mode("error").options(**column_mapping(table.column_names))
     try:
-        bronze.save(writer)
+        bronze.replace_chunks(
+            spark, rows, [c.chunk_id for c in batch], column_mapping(table.column_names)
+        )
     except Exception as failure:  # a chunk read's own error, raised in a Spark task
         raise carried_by(failure) or failure from None
     return chunk_results(table, batch, chunk_reports(reports))
