@@ -1,7 +1,7 @@
 """Loading bundle.yml and its includes for a target: the keys the Databricks CLI accepts, target
 merging, variables (BUNDLE_VAR_*, lookups), mode, presets, run_as, permissions, the lossless
 parse into the SDK's JobSettings, and `binlake bundle validate`. The workspace, where a target
-needs one, is a stub client: the HTTP requests are test_bundle_deploy's business."""
+needs one, is a stub client: the HTTP requests are test_bundle_workspace's business."""
 
 from __future__ import annotations
 

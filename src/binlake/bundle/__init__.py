@@ -5,6 +5,6 @@
   permissions (`modes`);
 - `workspace`: the SDK client with bounded timeouts, the current user, variable lookups;
 - `tasks`: a job's tasks in dependency order and the `binlake` command line of each;
-- `validate`: binlake's own checks; `local`: run a job here; `deploy`: create or update it on a
-  workspace; `cli`: `binlake bundle validate|run-local|deploy`.
+- `validate`: binlake's own checks; `local`: run a job here; `cli`: `binlake bundle
+  validate|run-local`. The Databricks CLI deploys the bundle (`databricks bundle deploy`).
 """

@@ -1,4 +1,4 @@
-"""`binlake bundle validate|run-local|deploy`: the actions' arguments, and which module does each.
+"""`binlake bundle validate|run-local`: the actions' arguments, and which module does each.
 
 `run-local` runs a job's tasks on this machine: named so that nobody takes it for
 `databricks bundle run`, which starts a deployed job on a workspace.
@@ -20,9 +20,10 @@ def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> Non
     `verbosity` is the CLI's `-v` option."""
     parser = commands.add_parser(
         "bundle",
-        help="validate or deploy the job bundle, or run a job here (run-local)",
-        description="The Databricks job bundle (bundle.yml, resources/*.yml): validate it, "
-        "deploy its jobs to a workspace, or run a job's tasks on this machine.",
+        help="validate the job bundle, or run a job here (run-local)",
+        description="The Databricks job bundle (bundle.yml, resources/*.yml): validate it, or "
+        "run a job's tasks on this machine. `databricks bundle deploy` (the Databricks CLI) "
+        "deploys it.",
         parents=[verbosity],
     )
     common = argparse.ArgumentParser(add_help=False, parents=[verbosity])
@@ -55,10 +56,9 @@ def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> Non
     actions.add_parser(
         "deploy",
         parents=[common],
-        help="build and upload the wheel, create or update the jobs on the target's workspace",
-        description="Validate, build the wheel artifact, upload it under the target's root "
-        "path and create or reset each job (with its run_as and permissions) through the "
-        "Jobs API. `databricks bundle deploy` deploys the same files with the Databricks CLI.",
+        help="not binlake's: `databricks bundle deploy` deploys the bundle",
+        description="binlake deploys nothing: the Databricks CLI deploys the bundle with every "
+        "resource and its deployment state (`databricks bundle deploy -t TARGET`).",
     )
 
 
@@ -75,7 +75,13 @@ def run_action(args: argparse.Namespace, execute: Callable[[Sequence[str]], int]
     from binlake.bundle.definition import load_bundle
     from binlake.bundle.workspace import workspace_client
 
-    # One client per workspace: loading (current user, lookups) and deploying share it.
+    if args.action == "deploy":
+        target = f" -t {args.target}" if args.target else ""
+        raise BundleError(
+            f"binlake does not deploy bundles: run `databricks bundle deploy{target}` (the "
+            "Databricks CLI) in this folder; docs/bundle.md walks a first deployment"
+        )
+    # One client per workspace: loading asks it (current user, lookups) once.
     connect = functools.cache(workspace_client)
     bundle = load_bundle(args.root, args.target, _pairs(args.var, "--var"), connect=connect)
     if args.action == "validate":
@@ -88,14 +94,6 @@ def run_action(args: argparse.Namespace, execute: Callable[[Sequence[str]], int]
         from binlake.bundle.local import run_job
 
         run_job(bundle, args.job, _pairs(args.param, "--param"), execute=execute)
-    elif args.action == "deploy":
-        from binlake.bundle.deploy import deploy
-        from binlake.bundle.validate import validate
-
-        validate(bundle)
-        for deployed in deploy(bundle, connect(bundle.connection)):
-            action = "created" if deployed.created else "updated"
-            print(f"{action} job {deployed.job_id}: {deployed.key}")
     return 0
 
 

@@ -6,7 +6,7 @@ top-level settings the way the CLI does (mappings key by key, a job's tasks, job
 parameters by their keys, `run_as` and `mode` replaced), resolves every `${...}`, applies the
 target's `mode`, `presets`, `run_as` and `permissions` (`modes`), and parses each job into the
 SDK's typed `JobSettings`. The parse must lose nothing: a key the Jobs API does not know is a
-typo, and what `binlake bundle deploy` sends is exactly what the files say.
+typo, which `binlake bundle validate` reports before `databricks bundle deploy` sends it.
 """
 
 from __future__ import annotations
@@ -48,23 +48,12 @@ _TARGET_MERGED = ("bundle", "workspace", "artifacts", "resources", "sync", "perm
 
 
 @dataclass(frozen=True)
-class Artifact:
-    """Something the bundle builds; binlake builds `type: whl` with a `build` command, which
-    leaves the wheel in `path/dist`."""
-
-    key: str
-    path: Path
-    build: str | None
-    type: str | None = "whl"
-
-
-@dataclass(frozen=True)
 class Job:
     """One job resource: its key in `resources.jobs`, its settings as the Jobs API takes them,
     and its access control list (the bundle's and the job's `permissions`).
 
     Relative `whl` library paths are relative to the bundle root (the files write them relative
-    to the resource file); deploy replaces them with the uploaded wheel's workspace path.
+    to the resource file); a deploy replaces them with the uploaded wheel's workspace path.
     """
 
     key: str
@@ -86,10 +75,7 @@ class Bundle:
     mode: str | None
     root: Path
     connection: Connection
-    artifacts: Mapping[str, Artifact]
     jobs: Mapping[str, Job]
-    #: Resource types other than jobs, which only the Databricks CLI deploys.
-    other_resources: tuple[str, ...]
     references: Interpolator = field(repr=False)
 
     def job(self, key: str) -> Job:
@@ -159,15 +145,14 @@ def load_bundle(
     if mode == "production":
         explicit_root = "root_path" in _mapping(target_doc.get("workspace"), "workspace")
         modes.check_production(target, explicit_root, [j.settings.as_dict() for j in jobs.values()])
+    _check_artifacts(references.resolve(config.get("artifacts"), "artifacts"))
     return Bundle(
         name=name,
         target=target,
         mode=mode,
         root=root,
         connection=connection,
-        artifacts=_artifacts(root, references.resolve(config.get("artifacts"), "artifacts")),
         jobs=jobs,
-        other_resources=tuple(sorted(kind for kind in resources if kind != "jobs")),
         references=references,
     )
 
@@ -401,14 +386,10 @@ def _job(
     return Job(key, settings, tuple(acl))
 
 
-def _artifacts(root: Path, document: Any) -> dict[str, Artifact]:
-    artifacts = {}
+def _check_artifacts(document: Any) -> None:
+    """Each artifact's keys (the Databricks CLI builds them at deploy)."""
     for key, spec in _mapping(document, "artifacts").items():
-        spec = _mapping(spec, f"artifacts.{key}")
-        keys.check_keys(spec, keys.ARTIFACT, f"artifacts.{key}")
-        path = (root / str(spec.get("path", "."))).resolve()
-        artifacts[key] = Artifact(key, path, spec.get("build"), spec.get("type"))
-    return artifacts
+        keys.check_keys(_mapping(spec, f"artifacts.{key}"), keys.ARTIFACT, f"artifacts.{key}")
 
 
 def is_local_path(path: Any) -> bool:

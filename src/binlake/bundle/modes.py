@@ -1,5 +1,5 @@
 """What the Databricks CLI does to a target's jobs at deploy — `mode`, `presets`, `run_as`,
-`permissions` — done here too, so `binlake bundle validate` and `deploy` show the same jobs.
+`permissions` — done here too, so `binlake bundle validate` shows the jobs as deployed.
 
 `mode: development` fills in the presets a developer's copy needs to be their own: the name prefix
 `[dev <short_name>] `, the tag `dev: <short_name>`, at most 4 concurrent runs where a job sets no

@@ -177,7 +177,7 @@ class Remote:
     def _client(self) -> WorkspaceClient:
         if self._connect is None:
             raise BundleError(
-                "no workspace connection was given (binlake bundle validate and deploy give one)"
+                "no workspace connection was given (binlake bundle validate gives one)"
             )
         return self._connect(self._connection)
 
