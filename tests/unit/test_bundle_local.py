@@ -189,3 +189,15 @@ def test_stream_jobs_take_the_schema_change_remedies_as_parameters(job: str) -> 
     stream = next(call for call in recorder.calls if call[0] == "stream")
     config = cli.config_from_args(cli.build_parser().parse_args(stream))
     assert (config.stream.schema_changes, config.stream.on_unfollowable_ddl) == ("evolve", "stop")
+
+
+def test_the_stream_job_takes_its_trigger_as_a_parameter() -> None:
+    """Where the compute runs only AvailableNow (serverless), a run sets `available_now`."""
+    recorder = Recorder()
+
+    run_job(load_bundle(REPO, "local"), "silver_stream", {"stream_trigger": "available_now"},
+            execute=recorder)  # fmt: skip
+
+    (stream,) = [call for call in recorder.calls if call[0] == "stream"]
+    config = cli.config_from_args(cli.build_parser().parse_args(stream))
+    assert config.stream.trigger == "available_now"
