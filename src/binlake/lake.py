@@ -88,9 +88,7 @@ class LakeTable(ABC):
         """Set columns of every row (`values`: quoted column name → an expression of the row's
         own columns and literals). A MERGE of one row that matches every row: Delta's SQL
         UPDATE takes no parameters, and a value (a column's DEFAULT) is never SQL text."""
-        held = self.read(spark).columns
-        one = spark.range(1).select(F.lit(None).alias(source_prefix(held)))
-        self.merge(one, F.lit(True)).whenMatched().update(values).merge()
+        self.merge(self._one_row(spark), F.lit(True)).whenMatched().update(values).merge()
 
     def delete(self, spark: SparkSession, where: Column | None = None) -> None:
         """Delete every row, or the rows `where` holds (an expression of the row's columns and
@@ -98,9 +96,12 @@ class LakeTable(ABC):
         if where is None:
             spark.sql(f"DELETE FROM {self.sql}")
             return
-        held = self.read(spark).columns
-        one = spark.range(1).select(F.lit(None).alias(source_prefix(held)))
-        self.merge(one, where).whenMatched().delete().merge()
+        self.merge(self._one_row(spark), where).whenMatched().delete().merge()
+
+    def _one_row(self, spark: SparkSession) -> DataFrame:
+        """A MERGE source of one row, matching whatever the condition holds; its one column
+        is named apart from this table's."""
+        return spark.range(1).select(F.lit(None).alias(source_prefix(self.read(spark).columns)))
 
     def properties(self, spark: SparkSession) -> dict[str, str]:
         """The table's properties (`TBLPROPERTIES`)."""
