@@ -1,11 +1,11 @@
 """Bounded reconnects: a source that restarts, fails over or has a session killed is waited for.
 
 A job that once reached the source treats a dropped or refused connection as a pause, not an
-end: it reconnects with exponential backoff (jittered, at most `MAX_BACKOFF_S` apart) for up to
-`source.reconnect_timeout_s` without progress, then stops with the last error. Only work that is
-safe to repeat is retried: metadata queries outside transactions, a chunk read (a new read gets
-new watermarks), a binlog read (it resumes where it ended). The first contact of the CLI's
-checks does not wait, so a wrong host answers at once.
+end: it reconnects with exponential backoff (at most `MAX_BACKOFF_S` apart, plus up to a second
+of jitter) for up to `source.reconnect_timeout_s` without progress, then stops with the last
+error. Only work that is safe to repeat is retried: metadata queries outside transactions, a
+chunk read (a new read gets new watermarks), a binlog read (it resumes where it ended).
+The first contact of the CLI's checks does not wait, so a wrong host answers at once.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 
 from binlake.errors import SourceConnectionError
@@ -84,7 +85,8 @@ def reconnecting(
     return Retrying(
         retry=retry_if_exception(is_transient),
         stop=out_of_time,
-        wait=wait_exponential_jitter(initial=0.2, max=MAX_BACKOFF_S),
+        # Doubling from 0.2 s, plus up to 1 s of jitter so many readers do not reconnect in step.
+        wait=wait_exponential(multiplier=0.2, max=MAX_BACKOFF_S) + wait_random(0, 1),
         before_sleep=report,
         retry_error_callback=give_up,
         reraise=True,

@@ -60,6 +60,28 @@ def local_session(
     return session
 
 
+def local_tuning() -> dict[str, str]:
+    """Delta's extension and the settings that make a 2-core local Spark fast at binlake's
+    many small Delta commits: few shuffle and snapshot partitions (Delta's default of 50
+    snapshot partitions makes every log replay 50 tasks), reused Python workers, UI off, UTC.
+    For a local session, and for a Spark Connect server started outside binlake (tests)."""
+    return {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.default.parallelism": "4",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": os.environ.get("BINLAKE_DRIVER_MEMORY", "4g"),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.python.worker.reuse": "true",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "false",
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+    }
+
+
 def with_delta(
     builder: SparkSession.Builder, extra_jars: Sequence[str] = ()
 ) -> SparkSession.Builder:
@@ -71,24 +93,8 @@ def with_delta(
     # Python workers must run the interpreter that has binlake installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     ivy = ivy_dir()
-    builder = (
-        builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.jars.ivy", ivy)
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", os.environ.get("BINLAKE_DRIVER_MEMORY", "4g"))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        .config("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
-        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
-    )
+    for name, value in {**local_tuning(), "spark.jars.ivy": ivy}.items():
+        builder = builder.config(name, value)
     cached = sorted(str(jar) for jar in Path(ivy, "jars").glob("*.jar"))
     if any(Path(jar).name.startswith("io.delta_delta-spark") for jar in cached):
         # Resolved before (make setup): load the cached jars, skipping Ivy's resolution report.

@@ -314,6 +314,16 @@ def _input_rows(progress: dict[str, Any]) -> int:
     return int(total)
 
 
+def _rate(progress: dict[str, Any], rows: int) -> float:
+    """A batch's changes per second of its own run time: a Spark Connect client's progress may
+    leave out `processedRowsPerSecond` (or give 0), never `durationMs`."""
+    rate = progress.get("processedRowsPerSecond")
+    if rate:
+        return float(rate)
+    millis = (progress.get("durationMs") or {}).get("triggerExecution") or 0
+    return rows * 1000.0 / millis if millis else 0.0
+
+
 def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> None:
     """Log each batch not seen yet; add it to `totals` ([batches, changes])."""
     for progress in query.recentProgress:
@@ -326,6 +336,6 @@ def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> N
             totals[1] += rows
             log.info(
                 "stream batch %d: %d changes, %.0f changes/s, source at %s, binlog head at %s",
-                progress["batchId"], rows, progress.get("processedRowsPerSecond") or 0.0,
+                progress["batchId"], rows, _rate(progress, rows),
                 progress["sources"][0].get("endOffset"), progress["sources"][0].get("latestOffset"),
             )  # fmt: skip

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyspark
 
-from binlake.spark import ivy_dir
+from binlake.spark import ivy_dir, local_tuning
 
 #: The JVM takes ~10-20 s to start with Delta; a loaded CI machine may take several times that.
 START_TIMEOUT = 120.0
@@ -57,15 +57,10 @@ def delta_jars() -> list[str]:
 def server_command(workdir: Path, port: int) -> list[str]:
     """The spark-submit command line of a local Connect server with Delta on `port`."""
     confs = {
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        **local_tuning(),
         "spark.connect.grpc.binding.port": str(port),
         # Loopback only: a test server must not be reachable from the network.
         "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "2g",
         "spark.sql.warehouse.dir": str(workdir / "warehouse"),
     }
