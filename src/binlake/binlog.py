@@ -16,7 +16,15 @@ from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import NotImplementedEvent, QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.constants.BINLOG import ANONYMOUS_GTID_LOG_EVENT
+from pymysqlreplication.event import (
+    GtidEvent,
+    MariadbGtidEvent,
+    NotImplementedEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
@@ -29,12 +37,19 @@ from binlake.changes import Op, Row, RowChange
 from binlake.config import SourceConfig
 from binlake.ddl import short_statement
 from binlake.errors import BinlogPurgedError, SourceConnectionError, SourceError
-from binlake.offsets import BinlogOffset, ChangePosition
+from binlake.offsets import BinlogOffset, ChangePosition, bytes_behind
 from binlake.reconnect import MAX_BACKOFF_S, is_transient
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
 from binlake.schema import Column, TableSchema
 from binlake.schema_history import SchemaChange, SchemaTracker
-from binlake.source import Connection, binlog_files, connection, current_offset, tls_options
+from binlake.source import (
+    Connection,
+    binlog_files,
+    binlog_sizes,
+    connection,
+    current_offset,
+    tls_options,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +161,55 @@ def _open(
         pymysql_wrapper=Connection,
         **options,
     )
+
+
+def bounded_end(
+    source: SourceConfig, server_id: int, start: BinlogOffset, head: BinlogOffset, budget: int
+) -> BinlogOffset:
+    """Where a batch of at most about `budget` binlog bytes from `start` ends: `head` if it is
+    that close, else the start of the last transaction that begins within the budget (or of
+    the first one after `start`, when a single transaction is larger than the budget).
+
+    A batch ends between transactions, never inside one: the next batch opens a binlog read of
+    its own at that offset, and a read opened inside a transaction would meet row events
+    without their table map, and silver would hold half a transaction between the two MERGEs.
+    Each transaction begins with a GTID event (MariaDB writes one for every transaction, MySQL
+    5.7+ an anonymous one when GTIDs are off), so the scan reads only event headers and skips
+    every row event without decoding it."""
+    with connection(source) as conn:
+        sizes = binlog_sizes(conn)
+    if bytes_behind(start, head, sizes) <= budget:
+        return head
+    end = head
+    stream = _open(
+        source, server_id, start, only_events=_TRANSACTION_STARTS,
+        filter_non_implemented_events=False,
+    )  # fmt: skip
+    try:
+        for event in stream:
+            begins = _transaction_start(event, stream.log_file)
+            if begins is None or begins <= start:
+                continue
+            if begins >= head or (end != head and bytes_behind(start, begins, sizes) > budget):
+                break
+            end = begins
+            if bytes_behind(start, end, sizes) >= budget:
+                break
+    finally:
+        stream.close()
+    return end
+
+
+#: The events a transaction begins with (`bounded_end`); MySQL's anonymous GTID event is decoded
+#: by python-mysql-replication as a NotImplementedEvent.
+_TRANSACTION_STARTS = [MariadbGtidEvent, GtidEvent, NotImplementedEvent]
+
+
+def _transaction_start(event: Any, file: str) -> BinlogOffset | None:
+    """The offset where `event` begins, if it begins a transaction."""
+    if isinstance(event, NotImplementedEvent) and event.event_type != ANONYMOUS_GTID_LOG_EVENT:
+        return None
+    return BinlogOffset(file, event.packet.log_pos - event.packet.event_size)
 
 
 def check_available(source: SourceConfig, start: BinlogOffset, tables: list[str], job: str) -> None:

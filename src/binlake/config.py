@@ -257,6 +257,10 @@ class StreamConfig(_Section):
     #: columns cannot take): `resnapshot` snapshots that table again by itself while the others
     #: keep streaming, then rejoins it; `stop` stops the stream before it with the remedy.
     on_unfollowable_ddl: Literal["resnapshot", "stop"] = "resnapshot"
+    #: The most binlog bytes one batch reads, so a backlog (a stream paused over a weekend)
+    #: drains as a series of ordinary batches with steady memory. A batch ends between
+    #: transactions, so a single larger transaction is a batch of its own. `null`: no bound.
+    max_bytes_per_batch: Annotated[int, Field(ge=1024)] | None = 64 * 2**20
 
     @field_validator("trigger_interval")
     @classmethod

@@ -409,7 +409,12 @@ def current_account(conn: pymysql.Connection) -> str:
 
 
 def binlog_files(conn: pymysql.Connection) -> list[str]:
-    return [row[0] for row in query(conn, "SHOW BINARY LOGS")]
+    return list(binlog_sizes(conn))
+
+
+def binlog_sizes(conn: pymysql.Connection) -> dict[str, int]:
+    """The binlog files the source still has, oldest first, with their sizes in bytes."""
+    return {str(row[0]): int(row[1]) for row in query(conn, "SHOW BINARY LOGS")}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from binlake.layout import checkpoint_path, ledger_path
 from binlake.ledger import ChunkState, chunk_state
 from binlake.offsets import bytes_behind
 from binlake.snapshot import batch_ids, with_resolved_password
-from binlake.source import connection, current_offset, query
+from binlake.source import binlog_sizes, connection, current_offset
 from binlake.stream import checkpoint_offset
 
 
@@ -47,7 +47,7 @@ def stream_lag(files: LakeFiles, config: Config) -> str:
         return "stream: not started"
     with connection(with_resolved_password(config.source)) as conn:
         head = current_offset(conn)
-        sizes = {str(r[0]): int(r[1]) for r in query(conn, "SHOW BINARY LOGS")}
+        sizes = binlog_sizes(conn)
     behind = bytes_behind(offset, head, sizes)
     commits = join(checkpoint_path(config), "commits")
     newest = max(batch_ids(files, commits), default=None)

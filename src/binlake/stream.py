@@ -76,6 +76,7 @@ def stream_spec(
         history_root=schema_root(config),
         tables_path=tables_path(config),
         marks=marks,
+        max_bytes=config.stream.max_bytes_per_batch,
     )
 
 

@@ -33,9 +33,14 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    SupportsTriggerAvailableNow,
+)
 
-from binlake.binlog import binlog_behind, follow_changes
+from binlake.binlog import binlog_behind, bounded_end, follow_changes
 from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
 from binlake.changes import RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
@@ -108,6 +113,7 @@ class StreamSpec:
     tables_path: str  # `StreamTables` of the job
     marks: dict[str, ChunkMarks] = field(default_factory=dict)
     stop: BinlogOffset | None = None  # a bounded stream (a joining table's catch-up) ends here
+    max_bytes: int | None = None  # stream.max_bytes_per_batch
 
     def plan(self, start: BinlogOffset, end: BinlogOffset) -> BinlogRange:
         """The read of `(start, end]`: the job's tables with their schema histories, and the
@@ -170,6 +176,13 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._head()
 
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """`stream.max_bytes_per_batch`: Spark passes it to `latestOffset` for every trigger,
+        AvailableNow included (each of its batches then stays within it)."""
+        if self.spec.max_bytes is None:
+            return ReadAllAvailable()
+        return ReadMaxBytes(self.spec.max_bytes)
+
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         head = self.target or self._head()
         position = BinlogOffset.from_dict(start)
@@ -178,7 +191,12 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise binlog_behind(self.spec.source, position, head, tables, self.spec.job)
         if self.spec.stop is not None:
             head = min(head, self.spec.stop)
-        return max(head, position).to_dict()
+        if head <= position:
+            return position.to_dict()
+        if isinstance(limit, ReadMaxBytes):
+            spec = self.spec
+            head = bounded_end(spec.source, spec.server_id, position, head, limit.max_bytes)
+        return head.to_dict()
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """The binlog head, for each batch's progress (`sources[].latestOffset`): how far the

@@ -52,12 +52,15 @@ class Racer:
     using only `id` and `qty` (which every step keeps). Errors from a DDL in flight are
     ignored: a failed statement changed nothing."""
 
-    def __init__(self, db_env: dict[str, str], database: str, table: str = "items") -> None:
-        self.db_env, self.database, self.table = db_env, database, table
+    def __init__(
+        self, db_env: dict[str, str], database: str, table: str = "items", pause: float = 0.01
+    ) -> None:
+        self.db_env, self.database, self.table, self.pause = db_env, database, table, pause
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.rng = random.Random(7)
         self.next_id = 10_000
+        self.statements = 0  # executed so far
 
     def _statement(self) -> tuple[str, tuple[Any, ...]]:
         roll = self.rng.random()
@@ -79,7 +82,8 @@ class Racer:
                 # A DDL in flight may fail the statement, which then changed nothing.
                 with contextlib.suppress(pymysql.MySQLError):
                     cur.execute(statement, args)
-                self.stop.wait(0.01)
+                    self.statements += 1
+                self.stop.wait(self.pause)
 
     def __enter__(self) -> Racer:
         self.thread.start()

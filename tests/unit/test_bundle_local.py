@@ -14,6 +14,7 @@ from binlake import cli
 from binlake.bundle.definition import load_bundle
 from binlake.bundle.errors import BundleError
 from binlake.bundle.local import TaskFailed, run_job
+from binlake.config import StreamConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -201,3 +202,19 @@ def test_the_stream_job_takes_its_trigger_as_a_parameter() -> None:
     (stream,) = [call for call in recorder.calls if call[0] == "stream"]
     config = cli.config_from_args(cli.build_parser().parse_args(stream))
     assert config.stream.trigger == "available_now"
+
+
+@pytest.mark.parametrize("job", ["silver_stream", "silver_catchup"])
+@pytest.mark.parametrize("given", [None, 1048576], ids=["bundle-default", "set-for-a-run"])
+def test_stream_jobs_bound_their_batches_by_a_parameter(job: str, given: int | None) -> None:
+    """A run that drains a large backlog may take smaller (or larger) batches; the bundle's
+    default is the config's."""
+    recorder = Recorder()
+    params = {} if given is None else {"stream_max_bytes_per_batch": str(given)}
+
+    run_job(load_bundle(REPO, "local"), job, params, execute=recorder)
+
+    stream = next(call for call in recorder.calls if call[0] == "stream")
+    config = cli.config_from_args(cli.build_parser().parse_args(stream))
+    expected = StreamConfig().max_bytes_per_batch if given is None else given
+    assert config.stream.max_bytes_per_batch == expected
