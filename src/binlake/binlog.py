@@ -200,8 +200,25 @@ def bounded_end(
     return end
 
 
-#: The events a transaction begins with (`bounded_end`); MySQL's anonymous GTID event is decoded
-#: by python-mysql-replication as a NotImplementedEvent.
+def unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset) -> float | None:
+    """When (epoch seconds) the first transaction at or after `position` was written; None if
+    the binlog ends there. Reads event headers only, from `position` to that transaction."""
+    stream = _open(
+        source, server_id, position, only_events=_TRANSACTION_STARTS,
+        filter_non_implemented_events=False,
+    )  # fmt: skip
+    try:
+        for event in stream:
+            begins = _transaction_start(event, stream.log_file)
+            if begins is not None and begins >= position:
+                return float(event.timestamp)
+    finally:
+        stream.close()
+    return None
+
+
+#: The events a transaction begins with (`bounded_end`, `unapplied_since`); MySQL's anonymous
+#: GTID event is decoded by python-mysql-replication as a NotImplementedEvent.
 _TRANSACTION_STARTS = [MariadbGtidEvent, GtidEvent, NotImplementedEvent]
 
 

@@ -23,6 +23,7 @@ from binlake.lake_files import ArrowFiles, LakeFiles, join
 from binlake.layout import checkpoint_path, ledger_path
 from binlake.ledger import ChunkState, chunk_state
 from binlake.offsets import bytes_behind
+from binlake.retention import duration, expiry_seconds
 from binlake.snapshot import batch_ids, with_resolved_password
 from binlake.source import binlog_sizes, connection, current_offset
 from binlake.stream import checkpoint_offset
@@ -48,14 +49,16 @@ def stream_lag(files: LakeFiles, config: Config) -> str:
     with connection(with_resolved_password(config.source)) as conn:
         head = current_offset(conn)
         sizes = binlog_sizes(conn)
+        expiry = expiry_seconds(conn)
     behind = bytes_behind(offset, head, sizes)
     commits = join(checkpoint_path(config), "commits")
     newest = max(batch_ids(files, commits), default=None)
     last = files.modified(join(commits, str(newest))) if newest is not None else None
     seconds = 0.0 if behind == 0 or last is None else time.time() - last
+    kept = "never purges them" if expiry is None else f"purges them after {duration(expiry)}"
     return (
         f"stream {config.stream.job_name}: at {offset}, source head {head}, "
-        f"lag {behind:,} binlog bytes, {seconds:.0f} s"
+        f"lag {behind:,} binlog bytes, {seconds:.0f} s (the source {kept})"
     )
 
 

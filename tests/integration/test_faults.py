@@ -9,6 +9,7 @@ which the shared server must never see.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -51,7 +52,6 @@ class RestartProofRacer(Racer):
     def __init__(self, server: PrivateServer, rotate_every: int = 40) -> None:
         super().__init__(server.db_env, DATABASE)
         self.rotate_every = rotate_every
-        self.statements = 0
 
     def _run(self) -> None:
         while not self.stop.is_set():
@@ -406,6 +406,38 @@ def _refused_start(spark: Any, config: Any) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # A resume offset the source has purged
+
+
+def test_a_stream_behind_for_half_the_binlog_expiry_warns_before_the_purge(
+    spark: Any, private_mariadb: Any, make_private_config: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 26: a stream whose oldest unapplied change is older than half the source's
+    `binlog_expire_logs_seconds` warns at its start, naming the time left and the setting;
+    one whose backlog is younger, or that has caught up, does not. (The server purges only at
+    a rotation, which this test never makes, so the expiry of 8 s loses nothing.)"""
+    server = private_mariadb({"binlog_expire_logs_seconds": "8"})
+    _create_items(server, 200)
+    config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
+    jobs.run(spark, config)
+
+    def warned_after(pause: float) -> list[str]:
+        with RestartProofRacer(server, rotate_every=10**9) as racer:
+            while racer.statements < 30:
+                time.sleep(0.05)
+        time.sleep(pause)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="binlake.stream"):
+            jobs.stream(spark, config, available_now=True)
+        return [r.getMessage() for r in caplog.records if "purges binlogs" in r.getMessage()]
+
+    assert warned_after(0.0) == []  # a backlog seconds old
+    (warning,) = warned_after(5.0)  # older than 4 s, half the expiry
+    assert "catch up within" in warning and "binlog_expire_logs_seconds" in warning, warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="binlake.stream"):
+        jobs.stream(spark, config, available_now=True)  # caught up: nothing left to lose
+    assert not [r for r in caplog.records if "purges binlogs" in r.getMessage()]
+    _check(spark, server, config)
 
 
 def test_purged_resume_offset_names_the_tables_and_its_remedy_works(
