@@ -88,7 +88,7 @@ def _run_command(args: argparse.Namespace) -> int:
         return get_or_create(quiet=not args.verbose)
 
     if args.command == "status":  # starts Spark only for a catalog's tables
-        print(jobs.status(config, spark))
+        print(jobs.status(config, spark, as_json=args.json))
     elif args.command == "snapshot":
         jobs.snapshot(spark(), config, args.tables, args.reset)
     elif args.command == "stream":

@@ -100,11 +100,14 @@ def build_parser(more_commands: MoreCommands | None = None) -> argparse.Argument
         "Finish the snapshot (a no-op once the ledger is complete), then catch silver up to the "
         "binlog head and stop: what a scheduled catch-up job runs.",
     )
-    command(
+    status = command(
         "status",
         "chunks done/total, rows and stream lag per table",
         "Per table: snapshot chunks done/total, bronze and silver rows; the stream's offset and "
         "its lag behind the source's binlog head.",
+    )
+    status.add_argument(
+        "--json", action="store_true", help="print one JSON object, for scripts and alerts"
     )
     command(
         "verify",

@@ -6,13 +6,14 @@ builds both (on Databricks the session is the runtime's).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
 from binlake.config import Config
 from binlake.snapshot import SnapshotSummary, run_snapshot
-from binlake.status import render_status
+from binlake.status import gather_status, render_status
 from binlake.stream import StreamSummary, run_stream
 from binlake.verify import render_report, verify_silver
 
@@ -37,10 +38,12 @@ def run(spark: SparkSession, config: Config) -> StreamSummary:
     return run_stream(spark, config, available_now=True)
 
 
-def status(config: Config, spark: Callable[[], SparkSession]) -> str:
-    """Chunks done/total, rows and the stream's lag per table, as a printable table; `spark`
-    is called only if a catalog's silver tables must be counted (see `binlake.status`)."""
-    return render_status(config, spark)
+def status(config: Config, spark: Callable[[], SparkSession], as_json: bool = False) -> str:
+    """Chunks done/total, rows and the stream's lag per table, as a printable table or one
+    JSON object; `spark` is called only if a catalog's silver tables must be counted (see
+    `binlake.status`)."""
+    gathered = gather_status(config, spark)
+    return json.dumps(gathered.to_json()) if as_json else render_status(gathered)
 
 
 def verify(spark: SparkSession, config: Config) -> int:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
@@ -41,11 +43,24 @@ def table_progress(chunks: list[ChunkState]) -> dict[str, tuple[int, int, int]]:
     return {t: (v[0], v[1], v[2]) for t, v in sorted(progress.items())}
 
 
-def stream_lag(files: LakeFiles, config: Config) -> str:
-    """Bytes of binlog the stream has not applied yet, and seconds since it last caught up."""
+@dataclass(frozen=True)
+class StreamLag:
+    """Where the stream stands against the source's binlog."""
+
+    job: str
+    offset: str  # the end of its newest committed batch
+    head: str  # the source's binlog head
+    lag_bytes: int
+    lag_seconds: float  # since it last caught up (0 while it is caught up)
+    binlog_expiry_seconds: float | None  # None: the source never purges binlogs on its own
+
+
+def stream_lag(files: LakeFiles, config: Config) -> StreamLag | None:
+    """Bytes of binlog the stream has not applied yet, and seconds since it last caught up;
+    None before its first batch."""
     offset = checkpoint_offset(files, config)
     if offset is None:
-        return "stream: not started"
+        return None
     with connection(with_resolved_password(config.source)) as conn:
         head = current_offset(conn)
         sizes = binlog_sizes(conn)
@@ -55,11 +70,7 @@ def stream_lag(files: LakeFiles, config: Config) -> str:
     newest = max(batch_ids(files, commits), default=None)
     last = files.modified(join(commits, str(newest))) if newest is not None else None
     seconds = 0.0 if behind == 0 or last is None else time.time() - last
-    kept = "never purges them" if expiry is None else f"purges them after {duration(expiry)}"
-    return (
-        f"stream {config.stream.job_name}: at {offset}, source head {head}, "
-        f"lag {behind:,} binlog bytes, {seconds:.0f} s (the source {kept})"
-    )
+    return StreamLag(config.stream.job_name, str(offset), str(head), behind, seconds, expiry)
 
 
 def ledger_chunks(path: str) -> list[ChunkState]:
@@ -71,33 +82,80 @@ def ledger_chunks(path: str) -> list[ChunkState]:
     return [chunk_state(row) for row in rows]
 
 
-def _silver_rows(config: Config, table: str, spark: Callable[[], SparkSession]) -> str:
+def _silver_rows(config: Config, table: str, spark: Callable[[], SparkSession]) -> int | None:
+    """Silver's exact row count; None before silver exists."""
     database, name = table.split(".", 1)
     silver = lake_table(config.lake, "silver", database, name)
     if isinstance(silver, PathTable):
         try:
             delta = DeltaTable(silver.path)
         except TableNotFoundError:
-            return "-"
+            return None
         # An exact count: `DeltaTable.count()` sums file statistics, blind to deletion vectors.
         counted = QueryBuilder().register("silver", delta).execute("SELECT count(*) FROM silver")
-        return f"{pa.table(counted.read_all()).column(0)[0].as_py():,}"
+        return int(pa.table(counted.read_all()).column(0)[0].as_py())
     session = spark()
-    return f"{silver.read(session).count():,}" if silver.exists(session) else "-"
+    return silver.read(session).count() if silver.exists(session) else None
 
 
-def render_status(config: Config, spark: Callable[[], SparkSession]) -> str:
-    """The status table; `spark` gives the session, asked for only by catalog silver tables."""
+@dataclass(frozen=True)
+class TableStatus:
+    table: str
+    chunks_done: int
+    chunks_total: int
+    bronze_rows: int  # rows of its finished chunks
+    silver_rows: int | None  # None before silver exists
+
+    @property
+    def snapshot(self) -> str:
+        return "finished" if self.chunks_done == self.chunks_total else "in progress"
+
+
+@dataclass(frozen=True)
+class Status:
+    tables: list[TableStatus]
+    stream: StreamLag | None  # None before the stream's first batch
+
+    def to_json(self) -> dict[str, Any]:
+        """For scripts and alerts (`binlake status --json`)."""
+        tables = [{**asdict(t), "snapshot": t.snapshot} for t in self.tables]
+        return {"tables": tables, "stream": asdict(self.stream) if self.stream else None}
+
+
+def gather_status(config: Config, spark: Callable[[], SparkSession]) -> Status:
+    """The ledger's state and silver's rows per table, and the stream's lag; `spark` gives the
+    session, asked for only by catalog silver tables."""
     files = ArrowFiles()
-    chunks = ledger_chunks(ledger_path(config))
-    if not chunks:
-        return "no snapshot yet: the ledger is empty (run `binlake snapshot`)\n" + stream_lag(
-            files, config
+    tables = [
+        TableStatus(table, done, total, rows, _silver_rows(config, table, spark))
+        for table, (done, total, rows) in table_progress(ledger_chunks(ledger_path(config))).items()
+    ]
+    return Status(tables, stream_lag(files, config))
+
+
+def render_status(status: Status) -> str:
+    """The status as a table for a terminal."""
+    lines = []
+    if not status.tables:
+        lines.append("no snapshot yet: the ledger is empty (run `binlake snapshot`)")
+    else:
+        lines.append(
+            f"{'table':<32} {'chunks':>13} {'bronze rows':>12} {'silver rows':>12}  snapshot"
         )
-    lines = [f"{'table':<32} {'chunks':>13} {'bronze rows':>12} {'silver rows':>12}  snapshot"]
-    for table, (done, total, rows) in table_progress(chunks).items():
-        state = "finished" if done == total else "in progress"
-        silver = _silver_rows(config, table, spark)
-        lines.append(f"{table:<32} {f'{done}/{total}':>13} {rows:>12,} {silver:>12}  {state}")
-    lines.append(stream_lag(files, config))
+    for t in status.tables:
+        chunks = f"{t.chunks_done}/{t.chunks_total}"
+        silver = "-" if t.silver_rows is None else f"{t.silver_rows:,}"
+        lines.append(f"{t.table:<32} {chunks:>13} {t.bronze_rows:>12,} {silver:>12}  {t.snapshot}")
+    lines.append(_render_lag(status.stream))
     return "\n".join(lines)
+
+
+def _render_lag(lag: StreamLag | None) -> str:
+    if lag is None:
+        return "stream: not started"
+    expiry = lag.binlog_expiry_seconds
+    kept = "never purges them" if expiry is None else f"purges them after {duration(expiry)}"
+    return (
+        f"stream {lag.job}: at {lag.offset}, source head {lag.head}, "
+        f"lag {lag.lag_bytes:,} binlog bytes, {lag.lag_seconds:.0f} s (the source {kept})"
+    )

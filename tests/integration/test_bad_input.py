@@ -5,6 +5,7 @@ run before Spark starts (a fake `java` first on the PATH records any start)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -336,3 +337,17 @@ def test_status_reads_the_lake_without_starting_spark(
     assert (
         "stream silver: at mysql-bin." in outcome.stdout and "lag 0 binlog bytes" in outcome.stdout
     )
+
+    (tmp_path / "scripted").mkdir()
+    scripted = run_cli(tmp_path / "scripted", _raw_config(config, {}), ["status", "--json"])
+    assert scripted.code == 0 and not scripted.jvm_started, scripted.stderr
+    status = json.loads(scripted.stdout)
+    (table,) = [t for t in status["tables"] if t["table"] == f"{config.source.database}.t"]
+    assert table == {
+        "table": f"{config.source.database}.t", "chunks_done": 3, "chunks_total": 3,
+        "bronze_rows": 300, "silver_rows": remaining, "snapshot": "finished",
+    }  # fmt: skip
+    stream = status["stream"]
+    assert (stream["job"], stream["lag_bytes"], stream["lag_seconds"]) == ("silver", 0, 0.0)
+    assert stream["offset"].startswith("mysql-bin.") and stream["offset"] == stream["head"]
+    assert stream["binlog_expiry_seconds"] is None  # the project's server never purges
