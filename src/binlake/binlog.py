@@ -32,13 +32,14 @@ from pymysqlreplication.row_event import (
     UpdateRowsEvent,
     WriteRowsEvent,
 )
+from tenacity import Retrying
 
 from binlake.changes import Op, Row, RowChange
 from binlake.config import SourceConfig
 from binlake.ddl import short_statement
 from binlake.errors import BinlogPurgedError, SourceConnectionError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition, bytes_behind
-from binlake.reconnect import MAX_BACKOFF_S, is_transient
+from binlake.reconnect import MAX_BACKOFF_S, is_transient, reconnecting
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
 from binlake.schema import Column, TableSchema
 from binlake.schema_history import SchemaChange, SchemaTracker
@@ -175,7 +176,14 @@ def bounded_end(
     without their table map, and silver would hold half a transaction between the two MERGEs.
     Each transaction begins with a GTID event (MariaDB writes one for every transaction, MySQL
     5.7+ an anonymous one when GTIDs are off), so the scan reads only event headers and skips
-    every row event without decoding it."""
+    every row event without decoding it. A dropped connection is retried like any binlog read
+    (`source.reconnect_timeout_s`)."""
+    return _reconnecting(source)(_bounded_end, source, server_id, start, head, budget)
+
+
+def _bounded_end(
+    source: SourceConfig, server_id: int, start: BinlogOffset, head: BinlogOffset, budget: int
+) -> BinlogOffset:
     with connection(source) as conn:
         sizes = binlog_sizes(conn)
     if bytes_behind(start, head, sizes) <= budget:
@@ -203,6 +211,10 @@ def bounded_end(
 def unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset) -> float | None:
     """When (epoch seconds) the first transaction at or after `position` was written; None if
     the binlog ends there. Reads event headers only, from `position` to that transaction."""
+    return _reconnecting(source)(_unapplied_since, source, server_id, position)
+
+
+def _unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset) -> float | None:
     stream = _open(
         source, server_id, position, only_events=_TRANSACTION_STARTS,
         filter_non_implemented_events=False,
@@ -215,6 +227,10 @@ def unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset
     finally:
         stream.close()
     return None
+
+
+def _reconnecting(source: SourceConfig) -> Retrying:
+    return reconnecting(f"binlog read on {source.host}:{source.port}", source.reconnect_timeout_s)
 
 
 #: The events a transaction begins with (`bounded_end`, `unapplied_since`); MySQL's anonymous
