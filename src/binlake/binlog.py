@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import closing
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -189,22 +190,15 @@ def _bounded_end(
     if bytes_behind(start, head, sizes) <= budget:
         return head
     end = head
-    stream = _open(
-        source, server_id, start, only_events=_TRANSACTION_STARTS,
-        filter_non_implemented_events=False,
-    )  # fmt: skip
-    try:
-        for event in stream:
-            begins = _transaction_start(event, stream.log_file)
-            if begins is None or begins <= start:
+    with closing(_transactions(source, server_id, start)) as transactions:
+        for begins, _ in transactions:
+            if begins <= start:
                 continue
             if begins >= head or (end != head and bytes_behind(start, begins, sizes) > budget):
                 break
             end = begins
             if bytes_behind(start, end, sizes) >= budget:
                 break
-    finally:
-        stream.close()
     return end
 
 
@@ -215,25 +209,33 @@ def unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset
 
 
 def _unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset) -> float | None:
+    with closing(_transactions(source, server_id, position)) as transactions:
+        return next((written for _, written in transactions), None)
+
+
+def _transactions(
+    source: SourceConfig, server_id: int, start: BinlogOffset
+) -> Generator[tuple[BinlogOffset, float]]:
+    """Each transaction at or after `start` (until the binlog's current end): where it begins
+    and when (epoch seconds) it was written, read from event headers only."""
     stream = _open(
-        source, server_id, position, only_events=_TRANSACTION_STARTS,
+        source, server_id, start, only_events=_TRANSACTION_STARTS,
         filter_non_implemented_events=False,
     )  # fmt: skip
     try:
         for event in stream:
             begins = _transaction_start(event, stream.log_file)
-            if begins is not None and begins >= position:
-                return float(event.timestamp)
+            if begins is not None and begins >= start:
+                yield begins, float(event.timestamp)
     finally:
         stream.close()
-    return None
 
 
 def _reconnecting(source: SourceConfig) -> Retrying:
     return reconnecting(f"binlog read on {source.host}:{source.port}", source.reconnect_timeout_s)
 
 
-#: The events a transaction begins with (`bounded_end`, `unapplied_since`); MySQL's anonymous
+#: The events a transaction begins with (`_transactions`); MySQL's anonymous
 #: GTID event is decoded by python-mysql-replication as a NotImplementedEvent.
 _TRANSACTION_STARTS = [MariadbGtidEvent, GtidEvent, NotImplementedEvent]
 
