@@ -184,6 +184,10 @@ class LakeConfig(_Section):
     catalog: str | None = None
     bronze_schema: str = "bronze"
     silver_schema: str = "silver"
+    #: Record what each job does (snapshot commits, stream batches with their lag, DDL applied,
+    #: tables joined or reset, warnings, errors) in the event table: `_system/events`, or
+    #: `<catalog>.<silver_schema>_<db>.binlake_events` with `catalog`.
+    event_log: bool = True
 
     @model_validator(mode="after")
     def _catalog_names(self) -> LakeConfig:

@@ -1,7 +1,8 @@
 """Job entry points: what the CLI commands and the bundle's tasks call.
 
 Each takes a Spark session and the validated `Config`; `binlake.cli.main` is the one place that
-builds both (on Databricks the session is the runtime's).
+builds both (on Databricks the session is the runtime's). The jobs that write the lake record
+what they do in its event log (`binlake.events`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from binlake.config import Config
+from binlake.events import recording
 from binlake.snapshot import SnapshotSummary, run_snapshot
 from binlake.status import gather_status, render_status
 from binlake.stream import StreamSummary, run_stream
 from binlake.verify import render_report, verify_silver
+
+#: The event log's job name for `binlake snapshot` (a stream's is its `stream.job_name`).
+SNAPSHOT_JOB = "snapshot"
 
 
 def snapshot(
@@ -23,19 +28,22 @@ def snapshot(
 ) -> SnapshotSummary:
     """Bronze snapshot task: plan, read and commit every pending chunk (a no-op when done);
     `tables` limits it to those tables, `reset` snapshots them again from scratch."""
-    return run_snapshot(spark, config, tables, reset)
+    with recording(spark, config, SNAPSHOT_JOB):
+        return run_snapshot(spark, config, tables, reset)
 
 
 def stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:
     """Silver streaming task: continuous, or catch up to the binlog head and stop."""
-    return run_stream(spark, config, available_now=available_now)
+    with recording(spark, config, config.stream.job_name):
+        return run_stream(spark, config, available_now=available_now)
 
 
 def run(spark: SparkSession, config: Config) -> StreamSummary:
     """Snapshot, then stream with available-now: the whole pipeline once, end to end."""
-    if config.stream.startup_mode == "initial":
-        run_snapshot(spark, config)
-    return run_stream(spark, config, available_now=True)
+    with recording(spark, config, config.stream.job_name):
+        if config.stream.startup_mode == "initial":
+            run_snapshot(spark, config)
+        return run_stream(spark, config, available_now=True)
 
 
 def status(config: Config, spark: Callable[[], SparkSession], as_json: bool = False) -> str:

@@ -4,7 +4,7 @@ README's "Lakehouse layout" table).
 Bronze, the changelog and silver are tables, at a path under `lake.root` or in a catalog
 (`lake.lake_table`). binlake's own state lives under `lake.root/_system` in both cases: the
 chunk ledger (a Delta table), the schema history, each stream job's checkpoint with its table
-list, the jobs' leases and the pending resets.
+list, the jobs' leases, the pending resets and the event log (a catalog table with `lake.catalog`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,15 @@ def system_path(config: Config, *parts: str) -> str:
 
 def ledger_path(config: Config) -> str:
     return system_path(config, "chunks")
+
+
+#: The event log's table name in the silver schema, with `lake.catalog`.
+EVENTS_TABLE = "binlake_events"
+
+
+def events_path(config: Config) -> str:
+    """The event log (a Delta table; with `lake.catalog`, a catalog table instead)."""
+    return system_path(config, "events")
 
 
 def schema_root(config: Config) -> str:

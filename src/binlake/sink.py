@@ -20,16 +20,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+import pymysql
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
 from binlake.errors import BinlakeError, UnfollowableChange
+from binlake.events import event
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
-from binlake.offsets import BinlogOffset, position_token
+from binlake.offsets import BinlogOffset, bytes_behind, position_token
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaChange, SchemaHistory, StreamTables
 from binlake.silver import (
@@ -42,6 +44,7 @@ from binlake.silver import (
 )
 from binlake.silver_schema import apply_schema_change
 from binlake.snapshot import PendingResets, send_back
+from binlake.source import binlog_sizes, connection, current_offset
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_source
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,7 @@ class BatchSink:
         self.history = SchemaHistory(spec.history_root, files)
         self.joined = StreamTables(spec.tables_path, files)
         self.failure: BinlakeError | None = None  # what stopped the query, for a clean message
+        self._query_id: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -79,11 +83,13 @@ class BatchSink:
         started = time.monotonic()
         batch = batch.persist()
         try:
-            counts = {
-                r["_table"]: r["n"]
-                for r in batch.where(F.col("_op") != DDL).groupBy("_table").count()
-                .withColumnRenamed("count", "n").collect()
-            }  # fmt: skip
+            summary = (
+                batch.groupBy("_table")
+                .agg(F.count_if(F.col("_op") != DDL).alias("n"), F.max("_ts").alias("ts"))
+                .collect()
+            )
+            counts = {r["_table"]: r["n"] for r in summary if r["n"]}
+            newest = max((r["ts"] for r in summary), default=None)
             ddl = _ddl_records(batch)
             # Skipped: a table taken out of the job (`snapshot --reset`) after this batch was
             # planned. A table the batch creates joins by its CREATE.
@@ -94,17 +100,44 @@ class BatchSink:
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             steps = self._apply_tables(batch, names, ddl)
-            if names:
-                log.info(
-                    "batch %d applied in %.1f s: %s",
-                    batch_id, time.monotonic() - started,
-                    ", ".join(f"{t} {counts.get(t, 0)} changes {s:.1f} s" for t, s in steps),
-                )  # fmt: skip
         finally:
             batch.unpersist()
         end = batch_end(self.files, self.checkpoint, batch_id)
         if end is not None:
             join_ready_tables(batch.sparkSession, self.config, self.spec, self.tables, end)
+        lag_bytes, lag_seconds = self._lag(end, newest)
+        log.info(
+            "batch %d applied in %.1f s: %s",
+            batch_id, time.monotonic() - started,
+            ", ".join(f"{t} {counts.get(t, 0)} changes {s:.1f} s" for t, s in steps) or "nothing",
+            extra=event(
+                "stream_batch", names, end, sum(counts.values()), time.monotonic() - started,
+                lag_bytes, lag_seconds, (self._events_id(), batch_id),
+            ),
+        )  # fmt: skip
+
+    def _lag(self, end: BinlogOffset | None, newest: int | None) -> tuple[int | None, float | None]:
+        """How far the source's binlog head is past the batch's end, in bytes, and in seconds
+        since the batch's newest change was committed (0 once caught up); None if unknown."""
+        if end is None:
+            return None, None
+        try:
+            with connection(self.spec.source) as conn:
+                behind = bytes_behind(end, current_offset(conn), binlog_sizes(conn))
+        except (BinlakeError, pymysql.MySQLError) as exc:
+            log.debug("batch lag unknown: %s", exc)
+            return None, None
+        if behind == 0 or newest is None:
+            return behind, 0.0
+        return behind, max(time.time() - newest, 0.0)
+
+    def _events_id(self) -> str:
+        """The id of this query's event appends: its checkpoint's own id, so a job started anew
+        under the same name (batch ids from 0 again) is not taken for a replay."""
+        if self._query_id is None:
+            text = self.files.read_text(join(self.checkpoint, "metadata")) or "{}"
+            self._query_id = str(json.loads(text).get("id", self.spec.job))
+        return f"binlake-stream-{self._query_id}"
 
     def _apply_tables(
         self, batch: DataFrame, names: list[str], ddl: list[SchemaChange]
@@ -182,12 +215,17 @@ def _apply_ddl(
             "%s changed %s in a way silver cannot follow from the binlog: the table is "
             "snapshotted again by itself and then rejoins the stream; the other tables go on",
             change.table, change.where(),
+            extra=event("table_sent_back", [change.table], change.offset),
         )  # fmt: skip
         return False
     if change.kind != "truncate":
         history.record(change.table, change.entry())
     if change.before is None and change.after is not None:
         joined.update(lambda tables: {change.table: change.offset, **tables})
+    log.info(
+        "%s: silver follows the %s %s", change.table, change.kind, change.where(),
+        extra=event("ddl_applied", [change.table], change.offset),
+    )  # fmt: skip
     return True
 
 
@@ -269,6 +307,7 @@ def join_ready_tables(
     log.info(
         "%d table(s) joined the stream at %s, caught up from %s: %s",
         len(ready), until, min(m.min_hw for m in marks.values()), ", ".join(ready),
+        extra=event("table_joined", ready, until),
     )  # fmt: skip
     return ready
 

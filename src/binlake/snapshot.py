@@ -37,6 +37,7 @@ from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.config import Config, SourceConfig
 from binlake.errors import ConfigError, SchemaChangeError, SourceError, carried_by
+from binlake.events import Event, event
 from binlake.lake import (
     BRONZE_COLUMNS,
     bronze_schema,
@@ -135,6 +136,7 @@ def _run_snapshot(
     log.info(
         "snapshot complete: %d chunks (%d read now), %d rows in %.1f s",
         summary.chunks, summary.chunks_read, summary.rows, summary.seconds,
+        extra=event("snapshot", chunks, rows=summary.rows, seconds=summary.seconds),
     )  # fmt: skip
     return summary
 
@@ -220,13 +222,14 @@ class Progress:
         self.read += len(results)
         self.rows += sum(r.rows for r in results)
 
-    def report(self) -> None:
+    def report(self, commit: dict[str, Event] | None = None) -> None:
+        """Log the progress so far; `commit`: the event of the ledger commit it follows."""
         elapsed = time.monotonic() - self.started
         tables_done = sum(1 for chunks in self._unfinished.values() if not chunks)
         log.info(
             "snapshot: chunks %d/%d done, tables %d/%d, %d rows read, %.0f rows/s",
             self.done + self.read, self.total, tables_done, len(self._unfinished), self.rows,
-            self.rows / elapsed if elapsed else 0.0,
+            self.rows / elapsed if elapsed else 0.0, extra=commit,
         )  # fmt: skip
 
 
@@ -328,7 +331,15 @@ class ChunkScheduler:
             self.lease.check()
             self.ledger.mark_finished(latest.values())
             self.progress.add([r for c in committed if c.marked is None for r in c.results])
-            self.progress.report()
+            marked = latest.values()
+            self.progress.report(
+                event(
+                    "snapshot_commit",
+                    {r.table for r in marked},
+                    max(r.hw for r in marked),
+                    sum(r.rows for r in marked),
+                )
+            )
         for c in committed:
             if c.marked is not None:
                 c.marked.set()
@@ -447,7 +458,10 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
         .mode("overwrite")
         .option("overwriteSchema", "true")
     )
-    log.info("snapshot: %s reset; its snapshot starts again", table.qualified)
+    log.info(
+        "snapshot: %s reset; its snapshot starts again", table.qualified,
+        extra=event("table_reset", [table.qualified]),
+    )  # fmt: skip
 
 
 def send_back(files: LakeFiles, config: Config, name: str) -> list[str]:

@@ -22,6 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 from binlake.binlog import check_available, first_offset_at_or_after, unapplied_since
 from binlake.config import Config, SourceConfig
 from binlake.errors import SnapshotIncompleteError, carried_by
+from binlake.events import event
 from binlake.lake import create_schemas
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import checkpoint_path, ledger_path, schema_root, tables_path
@@ -269,10 +270,9 @@ def _run_stream(
         writer = writer.trigger(processingTime=f"{interval} milliseconds")
     log.info(
         "stream %s: starting at %s (%s)",
-        config.stream.job_name,
-        start,
-        "resume" if resume else config.stream.startup_mode,
-    )
+        config.stream.job_name, start, "resume" if resume else config.stream.startup_mode,
+        extra=event("stream_start", sorted(joined), start),
+    )  # fmt: skip
     resnapshots = Resnapshots(spark, config, list(by_name))
     query = writer.start()
     try:

@@ -12,7 +12,8 @@ import pymysql
 
 from binlake.binlog import check_binlog_dump
 from binlake.config import Config, SourceConfig
-from binlake.errors import SourceError
+from binlake.errors import ConfigError, SourceError
+from binlake.layout import EVENTS_TABLE
 from binlake.schema import TableSchema
 from binlake.source import (
     ER_COLUMNACCESS_DENIED,
@@ -68,6 +69,7 @@ def validate(
     tables = discover(conn, config)
     if not tables:
         raise SourceError(f"database {config.source.database!r} has no tables to capture")
+    _check_event_table_name(config, tables)
     if server_id is None:
         server_id = config.snapshot_server_id(0)
     check_privileges(conn, config.source, tables, server_id)
@@ -77,3 +79,17 @@ def validate(
         except SourceError as exc:
             raise SourceError(f"table {table.qualified}: {exc}") from None
     return tables
+
+
+def _check_event_table_name(config: Config, tables: list[TableSchema]) -> None:
+    """With `lake.catalog`, the event log is a table of the silver schema: refuse a captured
+    table of that name, whose silver would be the same table."""
+    if config.lake.catalog is None or not config.lake.event_log:
+        return
+    for table in tables:
+        if table.name.lower() == EVENTS_TABLE:
+            raise ConfigError(
+                f"table {table.qualified} would share its silver table with binlake's event log "
+                f"({config.lake.catalog}.{config.lake.catalog_schema('silver', table.database)}"
+                f".{EVENTS_TABLE}): leave it out of source.tables, or set lake.event_log: false"
+            )

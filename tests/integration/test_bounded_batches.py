@@ -5,7 +5,8 @@ the binlog head as one batch (one partition, one MERGE per table), whatever its 
 batch reads at most the configured binlog bytes and ends between two transactions; a single
 transaction larger than the bound is a batch of its own. The drain runs with a writer racing it,
 and the oracle for "between two transactions" is the server's own binlog: every batch that ends
-before the head ends where a transaction's commit event ends.
+before the head ends where a transaction's commit event ends. The event log holds each batch,
+where it ended.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import QueryEvent, XidEvent
 
 from binlake import jobs
+from binlake.events import event_table
 from binlake.lake_files import ArrowFiles
 from binlake.layout import checkpoint_path
 from binlake.offsets import BinlogOffset, bytes_behind
@@ -110,5 +112,7 @@ def test_a_backlog_drains_in_bounded_batches_that_end_between_transactions(
         assert b in commits or b >= head, f"batch ({a}, {b}] ends inside a transaction"
         assert span <= BUDGET or len(inside) == 1, f"batch ({a}, {b}]: {span} bytes"
     assert max(spans) > BUDGET, "the large transaction was split or never met"
+    logged = event_table(config).read(spark).where("kind = 'stream_batch'").orderBy("ts")
+    assert [BinlogOffset(b.file, b.position) for b in logged.collect()] == _batch_ends(config)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")

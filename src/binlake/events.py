@@ -1,0 +1,236 @@
+"""The event log: one row per thing a job did, in a Delta table a user can query.
+
+binlake's modules say what happened the way they always have, with a log line. A line that is an
+event carries it (`log.info("...", ..., extra=event("stream_batch", ...))`): the line's text is
+the event's message, so nothing is said twice. While a job runs (`recording`), an `EventLog`
+handler on the `binlake` logger turns those lines, and every warning and error, into rows of the
+event table: `_system/events` under `lake.root`, or `<catalog>.<silver_schema>_<db>.binlake_events`
+with `lake.catalog`.
+
+Rows wait in memory and go out in one Delta append: at the end of each stream batch, every
+`FLUSH_EVERY_S` otherwise, and when the job ends (an error that ends it is its last row). A
+batch's append carries the batch id as Delta's idempotent-write version (`txnAppId` /
+`txnVersion`), so a batch Spark replays after a crash writes its events once. Writing the log is
+never why a job fails: a failed append is retried with the next one, and said on stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from binlake.config import Config
+from binlake.errors import BinlakeError
+from binlake.lake import LakeTable, PathTable, lake_table
+from binlake.layout import EVENTS_TABLE, events_path
+from binlake.offsets import BinlogOffset
+
+log = logging.getLogger(__name__)
+
+#: Events other than a stream batch's wait at most this long for their append.
+FLUSH_EVERY_S = 30.0
+
+EVENT_SCHEMA = T.StructType(
+    [
+        T.StructField("ts", T.TimestampType(), False),
+        T.StructField("job", T.StringType(), False),
+        T.StructField("kind", T.StringType(), False),
+        T.StructField("tables", T.ArrayType(T.StringType(), False), False),
+        T.StructField("file", T.StringType(), True),
+        T.StructField("position", T.LongType(), True),
+        T.StructField("gtid", T.StringType(), True),
+        T.StructField("rows", T.LongType(), True),
+        T.StructField("duration_s", T.DoubleType(), True),
+        T.StructField("lag_bytes", T.LongType(), True),
+        T.StructField("lag_s", T.DoubleType(), True),
+        T.StructField("message", T.StringType(), False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    """What a log line records beside its message.
+
+    `kind`: snapshot_commit (chunks marked in the ledger), snapshot (a run's end), stream_start,
+    stream_batch, ddl_applied, table_joined, table_reset, table_sent_back, warning, error.
+    `offset`: where it happened in the binlog (a batch's end, a chunk commit's newest high
+    watermark, a DDL's own offset). `rows`: a batch's changes, a commit's rows. `txn`: the
+    idempotent-write id and version of a stream batch's append."""
+
+    kind: str
+    tables: tuple[str, ...] = ()
+    offset: BinlogOffset | None = None
+    rows: int | None = None
+    seconds: float | None = None
+    lag_bytes: int | None = None
+    lag_seconds: float | None = None
+    txn: tuple[str, int] | None = None
+
+
+def event(
+    kind: str,
+    tables: Iterable[str] = (),
+    offset: BinlogOffset | None = None,
+    rows: int | None = None,
+    seconds: float | None = None,
+    lag_bytes: int | None = None,
+    lag_seconds: float | None = None,
+    txn: tuple[str, int] | None = None,
+) -> dict[str, Event]:
+    """A log call's `extra` that makes its line an event."""
+    return {
+        "event": Event(
+            kind, tuple(sorted(tables)), offset, rows, seconds, lag_bytes, lag_seconds, txn
+        )
+    }
+
+
+def event_table(config: Config) -> LakeTable:
+    if config.lake.catalog is None:
+        return PathTable(events_path(config))
+    return lake_table(config.lake, "silver", config.source.database, EVENTS_TABLE)
+
+
+def event_row(job: str, record: logging.LogRecord) -> tuple[Any, ...]:
+    """The table row of a log record: its own event, or a warning or error line's."""
+    found = getattr(record, "event", None)
+    if isinstance(found, Event):
+        happened = found
+    else:
+        happened = Event("error" if record.levelno >= logging.ERROR else "warning")
+    offset = happened.offset
+    return (
+        datetime.fromtimestamp(record.created, UTC),
+        job,
+        happened.kind,
+        list(happened.tables),
+        offset.file if offset else None,
+        offset.pos if offset else None,
+        None,
+        happened.rows,
+        happened.seconds,
+        happened.lag_bytes,
+        happened.lag_seconds,
+        record.getMessage(),
+    )
+
+
+class EventLog(logging.Handler):
+    """Appends the events (and warnings and errors) of the `binlake` loggers to the event table."""
+
+    def __init__(self, spark: SparkSession, table: LakeTable, job: str) -> None:
+        super().__init__()
+        self.spark = spark
+        self.table = table
+        self.job = job
+        self._pending: list[tuple[Any, ...]] = []
+        self._since: float | None = None  # when the oldest pending row arrived
+        self._buffer = threading.Lock()
+        self._appending = threading.Lock()
+        # Set while this thread appends: its own lines (Spark's, a failed append's) are no events.
+        self._local = threading.local()
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        """Keeps the record's row; appends now for a stream batch or when rows waited long
+        enough. Unlike `logging.Handler.handle`, no lock is held across the append, so other
+        threads keep logging meanwhile."""
+        if getattr(self._local, "appending", False) or not self._wanted(record):
+            return False
+        row = event_row(self.job, record)
+        found = getattr(record, "event", None)
+        txn = found.txn if isinstance(found, Event) else None
+        now = time.monotonic()
+        with self._buffer:
+            self._pending.append(row)
+            self._since = self._since if self._since is not None else now
+            due = txn is not None or now - self._since >= FLUSH_EVERY_S
+        if due:
+            self.flush(txn)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.handle(record)
+
+    @staticmethod
+    def _wanted(record: logging.LogRecord) -> bool:
+        return record.name.startswith("binlake") and (
+            record.levelno >= logging.WARNING or isinstance(getattr(record, "event", None), Event)
+        )
+
+    def flush(self, txn: tuple[str, int] | None = None) -> None:
+        """Append every pending row in one commit (with `txn`, once per id and version)."""
+        with self._appending:
+            with self._buffer:
+                rows, self._pending, self._since = self._pending, [], None
+            if not rows:
+                return
+            self._local.appending = True
+            try:
+                self._append(rows, txn)
+            except Exception as exc:
+                self._keep(rows, exc)
+            finally:
+                self._local.appending = False
+
+    def _keep(self, rows: list[tuple[Any, ...]], failure: Exception) -> None:
+        """Rows an append failed to write go out with the next one."""
+        with self._buffer:
+            self._pending[:0] = rows
+            self._since = time.monotonic()
+        first = next(iter(str(failure).strip().splitlines()), type(failure).__name__)
+        log.warning("the event log could not be written (kept for the next append): %s", first)
+
+    def _append(self, rows: list[tuple[Any, ...]], txn: tuple[str, int] | None) -> None:
+        frame = self.spark.createDataFrame(rows, EVENT_SCHEMA).coalesce(1)  # one file per append
+        writer = frame.write.format("delta").mode("append")
+        if txn is not None:
+            writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
+        self.table.save(writer)
+
+
+def _ended_by(job: str, exc: Exception) -> logging.LogRecord:
+    """The error event of an exception that ends the job, in the words the CLI prints: only
+    the event log gets it (the CLI prints the error itself)."""
+    if isinstance(exc, BinlakeError):
+        text = " ".join(str(exc).splitlines())
+    else:
+        first = next(iter(str(exc).strip().splitlines()), "")
+        text = f"unexpected {type(exc).__name__}: {first}"
+    return log.makeRecord(
+        log.name, logging.ERROR, __file__, 0, "%s ended: %s", (job, text), None,
+        extra=event("error"),
+    )  # fmt: skip
+
+
+@contextmanager
+def recording(spark: SparkSession, config: Config, job: str) -> Iterator[None]:
+    """Record the events of the job run inside into the lake's event table (`lake.event_log`);
+    an exception that ends the job is its last event."""
+    if not config.lake.event_log:
+        yield
+        return
+    handler = EventLog(spark, event_table(config), job)
+    root = logging.getLogger("binlake")
+    level = root.level
+    if not root.isEnabledFor(logging.INFO):  # events are info lines; other handlers keep theirs
+        root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    try:
+        yield
+    except Exception as exc:
+        handler.handle(_ended_by(job, exc))
+        raise
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.flush()

@@ -1,0 +1,107 @@
+"""The event log's handler: which log lines become rows, what a row holds, and that a failed
+append loses nothing (the Delta append itself: tests/integration/test_event_log.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from binlake.errors import SourceError
+from binlake.events import EventLog, _ended_by, event, event_row
+from binlake.offsets import BinlogOffset
+
+
+def _line(name: str, level: int, message: str, *args: Any, **extra: Any) -> logging.LogRecord:
+    return logging.getLogger(name).makeRecord(
+        name, level, __file__, 0, message, args, None, extra=extra or None
+    )
+
+
+def test_an_event_line_becomes_a_row_with_its_message_offset_and_figures() -> None:
+    line = _line(
+        "binlake.sink", logging.INFO, "batch %d applied", 4,
+        **event("stream_batch", ["db.b", "db.a"], BinlogOffset("bin.000002", 120), 17, 1.5, 300,
+                2.0),
+    )  # fmt: skip
+    ts, job, kind, tables, file, position, gtid, rows, seconds, lag_bytes, lag_s, message = (
+        event_row("silver", line)
+    )
+    assert ts.timestamp() == pytest.approx(line.created)
+    assert (job, kind, tables, file, position, gtid) == (
+        "silver", "stream_batch", ["db.a", "db.b"], "bin.000002", 120, None
+    )  # fmt: skip
+    assert (rows, seconds, lag_bytes, lag_s, message) == (17, 1.5, 300, 2.0, "batch 4 applied")
+
+
+def test_warnings_and_errors_are_events_of_their_own_kind() -> None:
+    warned = event_row("j", _line("binlake.stream", logging.WARNING, "purge near"))
+    failed = event_row("j", _line("binlake.stream", logging.ERROR, "broke"))
+    assert (warned[2], warned[4], warned[-1]) == ("warning", None, "purge near")
+    assert (failed[2], failed[-1]) == ("error", "broke")
+
+
+class _Frame:
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+        self.options: dict[str, str] = {}
+
+    def coalesce(self, _: int) -> _Frame:
+        return self
+
+    @property
+    def write(self) -> _Frame:
+        return self
+
+    def format(self, _: str) -> _Frame:
+        return self
+
+    def mode(self, _: str) -> _Frame:
+        return self
+
+    def option(self, key: str, value: str) -> _Frame:
+        self.options[key] = value
+        return self
+
+
+class _Spark:
+    def createDataFrame(self, rows: list[Any], _: Any) -> _Frame:
+        return _Frame(rows)
+
+
+class _FlakyTable:
+    """Refuses its first append, as a lake that is briefly unreachable would."""
+
+    def __init__(self) -> None:
+        self.appends: list[_Frame] = []
+        self.refused = 0
+
+    def save(self, writer: _Frame) -> None:
+        if not self.refused:
+            self.refused += 1
+            raise OSError("lake unreachable")
+        self.appends.append(writer)
+
+
+def test_only_binlake_events_warnings_and_errors_are_kept_and_a_failed_append_loses_none() -> None:
+    table = _FlakyTable()
+    handler = EventLog(_Spark(), table, "silver")  # type: ignore[arg-type]
+    assert not handler.handle(_line("py4j.clientserver", logging.WARNING, "not ours"))
+    assert not handler.handle(_line("binlake.snapshot", logging.INFO, "a progress line"))
+    assert handler.handle(_line("binlake.stream", logging.WARNING, "purge near"))
+    batch = event("stream_batch", rows=2, txn=("binlake-stream-q", 3))
+    assert handler.handle(_line("binlake.sink", logging.INFO, "batch 3", **batch))  # refused
+    assert table.refused == 1 and not table.appends
+    handler.flush()
+    (written,) = table.appends
+    assert [r[-1] for r in written.rows] == ["purge near", "batch 3"]
+    assert written.options == {}  # the kept rows go out with the next append, not as a replay
+
+
+def test_an_error_that_ends_a_job_is_recorded_in_the_words_the_cli_prints() -> None:
+    known = _ended_by("silver", SourceError("binlog purged\nre-snapshot"))
+    unexpected = _ended_by("silver", KeyError("x"))
+    assert known.getMessage() == "silver ended: binlog purged re-snapshot"
+    assert unexpected.getMessage() == "silver ended: unexpected KeyError: 'x'"
+    assert event_row("silver", known)[2] == "error"
