@@ -5,8 +5,8 @@ A source purges binlog files older than its expiry (`binlog_expire_logs_seconds`
 re-snapshot of its tables. A binlog file is purged no earlier than the expiry after its last
 write, which comes after every change in it, so the oldest change the stream has not applied
 gives a safe bound: its position survives at least until that change's time plus the expiry.
-The stream warns at its start once half of that time has passed, while a catch-up can still
-save it.
+The stream warns once half of that time has passed, while a catch-up can still save it: at its
+start, and every few minutes while it is behind (`sink.warn_if_purge_near`).
 """
 
 from __future__ import annotations

@@ -24,14 +24,16 @@ import pymysql
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from binlake.binlog import unapplied_since
 from binlake.change_record import CHANGE_SCHEMA, DDL
-from binlake.config import Config
+from binlake.config import Config, SourceConfig
 from binlake.errors import BinlakeError, UnfollowableChange
 from binlake.events import event
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset, bytes_behind, position_token
+from binlake.retention import Retention, expiry_seconds
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaChange, SchemaHistory, StreamTables
 from binlake.silver import (
@@ -49,6 +51,10 @@ from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_so
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+
+#: How often a stream that is behind compares its oldest unapplied change with the source's
+#: binlog expiry (it always does at its start).
+RETENTION_CHECK_S = 300.0
 
 
 class BatchSink:
@@ -71,6 +77,7 @@ class BatchSink:
         self.joined = StreamTables(spec.tables_path, files)
         self.failure: BinlakeError | None = None  # what stopped the query, for a clean message
         self._query_id: str | None = None
+        self._retention_due = time.monotonic() + RETENTION_CHECK_S  # the start checked already
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -106,6 +113,11 @@ class BatchSink:
         if end is not None:
             join_ready_tables(batch.sparkSession, self.config, self.spec, self.tables, end)
         lag_bytes, lag_seconds = self._lag(end, newest)
+        if end is not None and lag_bytes and time.monotonic() >= self._retention_due:
+            # The stream's binlog reader is idle while its batch is applied: its server id is
+            # free for the scan.
+            warn_if_purge_near(self.config, self.spec.source, end)
+            self._retention_due = time.monotonic() + RETENTION_CHECK_S
         log.info(
             "batch %d applied in %.1f s: %s",
             batch_id, time.monotonic() - started,
@@ -227,6 +239,22 @@ def _apply_ddl(
         extra=event("ddl_applied", [change.table], change.offset),
     )  # fmt: skip
     return True
+
+
+def warn_if_purge_near(config: Config, source: SourceConfig, position: BinlogOffset) -> None:
+    """Warn once half the source's binlog expiry has passed since the oldest change the stream
+    has not applied (after `position`): it is lost, and its tables need a re-snapshot, if the
+    stream does not catch up in time. Reads the binlog with the stream's own server id, so only
+    while its reader is idle: before the query starts, or during a batch."""
+    with connection(source) as conn:
+        expiry = expiry_seconds(conn)
+    if expiry is None:
+        return
+    written = unapplied_since(source, config.stream_server_id, position)
+    age = None if written is None else max(time.time() - written, 0.0)
+    message = Retention(expiry, age).warning(config.stream.job_name)
+    if message is not None:
+        log.warning(message, extra=event("retention_warning", offset=position))
 
 
 def _ddl_records(batch: DataFrame) -> list[SchemaChange]:

@@ -19,7 +19,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from binlake.binlog import check_available, first_offset_at_or_after, unapplied_since
+from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
 from binlake.errors import SnapshotIncompleteError, carried_by
 from binlake.events import event
@@ -30,11 +30,10 @@ from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
 from binlake.resnapshot import Resnapshots
-from binlake.retention import Retention, expiry_seconds
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver, require_silver
-from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
+from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side, warn_if_purge_near
 from binlake.snapshot import batch_ids, schema_history, with_resolved_password
 from binlake.source import connection, current_offset, logs_column_names
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
@@ -233,7 +232,7 @@ def _run_stream(
     marks = chunk_marks(applied, chunks, joined, created) if initial else {}
     start = resume or resolved_start(files, config, lambda: start_offset(config, source, marks))
     check_available(source, start, sorted(joined), config.stream.job_name)
-    _warn_if_purge_near(config, source, start)
+    warn_if_purge_near(config, source, start)
     by_name = {t.qualified: t for t in tables}
 
     def prepare(name: str) -> None:
@@ -282,21 +281,6 @@ def _run_stream(
     if available_now:
         resnapshots.finish(spec, by_name, checkpoint_offset(files, config) or start)
     return StreamSummary(batches, changes, time.monotonic() - started)
-
-
-def _warn_if_purge_near(config: Config, source: SourceConfig, start: BinlogOffset) -> None:
-    """Warn once half the source's binlog expiry has passed since the oldest change the stream
-    has not applied: its position is lost (and its tables need a re-snapshot) if it does not
-    catch up in time. Read before the query starts, so with the stream's own server id."""
-    with connection(source) as conn:
-        expiry = expiry_seconds(conn)
-    if expiry is None:
-        return
-    written = unapplied_since(source, config.stream_server_id, start)
-    age = None if written is None else max(time.time() - written, 0.0)
-    message = Retention(expiry, age).warning(config.stream.job_name)
-    if message is not None:
-        log.warning(message)
 
 
 def _follow(

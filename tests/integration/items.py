@@ -1,5 +1,6 @@
 """The `items` table the schema-change tests share: its seed, a writer racing it, and the checks
-that silver equals the source and the changelog holds each change once."""
+that silver equals the source and the changelog holds each change once (and the event log's
+rows, which those checks read beside the tables)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from chispa import assert_df_equality
 from pyspark.sql import types as T
 
 from binlake import jobs
+from binlake.events import event_table
 from binlake.lake import lake_table
 
 from .replay import connect
@@ -127,6 +129,12 @@ def assert_changelog_holds_each_change_once(spark: Any, config: Any, table: str)
     name = f"{table}__changelog"
     changelog = lake_table(config.lake, "bronze", config.source.database, name).read(spark)
     assert changelog.count() == changelog.select("_binlake_offset", "_op").distinct().count()
+
+
+def logged_events(spark: Any, config: Any, kind: str) -> list[Any]:
+    """The event log's rows of `kind`, oldest first."""
+    frame = event_table(config).read(spark)
+    return frame.where(frame.kind == kind).orderBy("ts").collect()
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 180.0) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from binlake import jobs
 from binlake.errors import SnapshotIncompleteError
-from binlake.events import EVENT_SCHEMA, EventLog, event, event_table
+from binlake.events import EVENT_SCHEMA, EventLog, event
 from binlake.lake import PathTable, lake_table
 from binlake.lake_files import ArrowFiles
 from binlake.layout import tables_path
@@ -26,14 +26,9 @@ from binlake.schema_history import StreamTables
 from binlake.snapshot import schema_history
 from binlake.stream import checkpoint_offset
 
-from .items import Racer, assert_silver_is_source, seed_items
+from .items import Racer, assert_silver_is_source, logged_events, seed_items
 
 pytestmark = pytest.mark.integration
-
-
-def _events(spark: Any, config: Any, kind: str) -> list[Any]:
-    frame = event_table(config).read(spark)
-    return frame.where(frame.kind == kind).orderBy("ts").collect()
 
 
 def _offset(row: Any) -> BinlogOffset:
@@ -61,16 +56,16 @@ def test_the_event_log_records_each_step_of_a_lifecycle_as_the_lake_does(
     again = jobs.snapshot(spark, config, ["others"], reset=True)
     jobs.stream(spark, config, available_now=True)
 
-    (error,) = _events(spark, config, "error")
+    (error,) = logged_events(spark, config, "error")
     assert error.job == job and " ".join(str(refused.value).splitlines()) in error.message
 
-    commits = _events(spark, config, "snapshot_commit")
+    commits = logged_events(spark, config, "snapshot_commit")
     assert {t for c in commits for t in c.tables} == {items, others}
     assert sum(c.rows for c in commits) == first.rows + again.rows
-    runs = _events(spark, config, "snapshot")
+    runs = logged_events(spark, config, "snapshot")
     assert [(r.job, r.rows) for r in runs] == [("snapshot", first.rows), ("snapshot", again.rows)]
 
-    batches = _events(spark, config, "stream_batch")
+    batches = logged_events(spark, config, "stream_batch")
     ends = [_offset(b) for b in batches]
     assert all(a <= b for a, b in itertools.pairwise(ends)), ends
     assert ends[-1] == checkpoint_offset(ArrowFiles(), config)
@@ -78,17 +73,17 @@ def test_the_event_log_records_each_step_of_a_lifecycle_as_the_lake_does(
     assert sum(b.rows for b in batches) == changelog.count() > 49
     assert all(b.lag_bytes is not None and b.lag_bytes >= 0 for b in batches)
     assert (batches[-1].lag_bytes, batches[-1].lag_s) == (0, 0.0)  # nothing wrote since
-    starts = _events(spark, config, "stream_start")
+    starts = logged_events(spark, config, "stream_start")
     assert len(starts) == 3
     for start in starts[1:]:  # each resumed where the run before it ended
         assert _offset(start) == max(_offset(b) for b in batches if b.ts < start.ts)
 
-    (ddl,) = _events(spark, config, "ddl_applied")
+    (ddl,) = logged_events(spark, config, "ddl_applied")
     assert ddl.tables == [items] and "ADD COLUMN color" in ddl.message
     assert _offset(ddl) == schema_history(spark, config).entries(items)[-1].offset
-    (reset,) = _events(spark, config, "table_reset")
+    (reset,) = logged_events(spark, config, "table_reset")
     assert (reset.job, reset.tables) == ("snapshot", [others])
-    (joined,) = _events(spark, config, "table_joined")
+    (joined,) = logged_events(spark, config, "table_joined")
     assert joined.tables == [others]
     assert _offset(joined) == StreamTables(tables_path(config), ArrowFiles()).read()[others]
     assert_silver_is_source(spark, sql, config, "items")

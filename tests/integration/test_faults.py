@@ -25,13 +25,17 @@ import pytest
 import yaml
 
 from binlake import jobs
+from binlake.lake_files import ArrowFiles
+from binlake.offsets import BinlogOffset
 from binlake.snapshot import run_snapshot
+from binlake.stream import checkpoint_offset
 
 from .items import (
     ITEMS,
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    logged_events,
     seed_items,
     wait_for,
 )
@@ -409,25 +413,30 @@ def _refused_start(spark: Any, config: Any) -> str:
 
 
 def test_a_stream_behind_for_half_the_binlog_expiry_warns_before_the_purge(
-    spark: Any, private_mariadb: Any, make_private_config: Any, caplog: pytest.LogCaptureFixture
+    spark: Any,
+    private_mariadb: Any,
+    make_private_config: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 26: a stream whose oldest unapplied change is older than half the source's
     `binlog_expire_logs_seconds` warns at its start, naming the time left and the setting;
-    one whose backlog is younger, or that has caught up, does not. (The server purges only at
+    one whose backlog is younger, or that has caught up, does not; a running stream behind
+    warns again at its batches, and each warning is an event. (The server purges only at
     a rotation, which this test never makes, so the expiry of 8 s loses nothing.)"""
     server = private_mariadb({"binlog_expire_logs_seconds": "8"})
     _create_items(server, 200)
     config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
     jobs.run(spark, config)
 
-    def warned_after(pause: float) -> list[str]:
+    def warned_after(pause: float, job: Any = config) -> list[str]:
         with RestartProofRacer(server, rotate_every=10**9) as racer:
             while racer.statements < 30:
                 time.sleep(0.05)
         time.sleep(pause)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="binlake.stream"):
-            jobs.stream(spark, config, available_now=True)
+            jobs.stream(spark, job, available_now=True)
         return [r.getMessage() for r in caplog.records if "purges binlogs" in r.getMessage()]
 
     assert warned_after(0.0) == []  # a backlog seconds old
@@ -437,6 +446,21 @@ def test_a_stream_behind_for_half_the_binlog_expiry_warns_before_the_purge(
     with caplog.at_level(logging.WARNING, logger="binlake.stream"):
         jobs.stream(spark, config, available_now=True)  # caught up: nothing left to lose
     assert not [r for r in caplog.records if "purges binlogs" in r.getMessage()]
+
+    # A running stream checks again at its batches while it is behind (every 5 min; here every
+    # batch), and the event log keeps each warning where the stream stood.
+    monkeypatch.setattr("binlake.sink.RETENTION_CHECK_S", 0.0)
+    bounded = make_private_config(
+        server, DATABASE, snapshot={"chunk_size": 100}, stream={"max_bytes_per_batch": 2048}
+    )
+    start = checkpoint_offset(ArrowFiles(), bounded)
+    assert warned_after(5.0, bounded)
+    warnings = logged_events(spark, bounded, "retention_warning")
+    assert {r.job for r in warnings} == {bounded.stream.job_name}
+    behind = [BinlogOffset(r.file, r.position) for r in warnings]
+    ours = [b for b in behind if start is not None and b >= start]  # the earlier runs' before
+    assert ours[0] == start and max(ours) > start, behind  # the start's, then a batch's
+    assert all("purges binlogs" in r.message for r in warnings)
     _check(spark, server, config)
 
 
