@@ -38,7 +38,7 @@ from tenacity import Retrying
 from binlake.changes import Op, Row, RowChange
 from binlake.config import SourceConfig
 from binlake.ddl import short_statement
-from binlake.errors import BinlogPurgedError, SourceConnectionError, SourceError
+from binlake.errors import BinlogPurgedError, BinlogResetError, SourceConnectionError, SourceError
 from binlake.offsets import BinlogOffset, ChangePosition, bytes_behind
 from binlake.reconnect import MAX_BACKOFF_S, is_transient, reconnecting
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
@@ -268,10 +268,10 @@ def check_available(source: SourceConfig, start: BinlogOffset, tables: list[str]
 
 def binlog_behind(
     source: SourceConfig, start: BinlogOffset, head: BinlogOffset, tables: list[str], job: str
-) -> BinlogPurgedError:
+) -> BinlogResetError:
     """The source's binlog ends before the stream's position: read as it is, the stream would
     wait there forever, showing no lag, while the source's changes go by."""
-    return BinlogPurgedError(
+    return BinlogResetError(
         f"the source at {source.host}:{source.port} ends its binlog at {head}, before the "
         f"stream's position {start}: its binlog was reset (RESET MASTER), its log_bin basename "
         "changed, or another server (a promoted replica) answers at that address. binlake's "

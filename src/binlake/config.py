@@ -261,6 +261,10 @@ class StreamConfig(_Section):
     #: columns cannot take): `resnapshot` snapshots that table again by itself while the others
     #: keep streaming, then rejoins it; `stop` stops the stream before it with the remedy.
     on_unfollowable_ddl: Literal["resnapshot", "stop"] = "resnapshot"
+    #: The source purged binlog the stream had not read (startup_mode `initial`): `resnapshot`
+    #: snapshots the job's tables again and starts the job anew under the same name (silver
+    #: replaced from the new snapshot); `stop` stops with the remedy (exit 6).
+    on_binlog_purged: Literal["resnapshot", "stop"] = "resnapshot"
     #: The most binlog bytes one batch reads, so a backlog (a stream paused over a weekend)
     #: drains as a series of ordinary batches with steady memory. A batch ends between
     #: transactions, so a single larger transaction is a batch of its own. `null`: no bound.

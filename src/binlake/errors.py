@@ -42,6 +42,12 @@ class BinlogPurgedError(SourceError):
     exit_code = 6
 
 
+class BinlogResetError(BinlogPurgedError):
+    """The source's binlog ends before the stream's position (`RESET MASTER`, another server at
+    its address): never re-snapshotted on its own, since the source may not be the one the lake
+    was built from."""
+
+
 class SnapshotIncompleteError(BinlakeError):
     """The stream cannot start because the snapshot's ledger is not complete."""
 

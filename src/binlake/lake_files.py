@@ -96,6 +96,10 @@ class LakeFiles(ABC):
     def delete(self, path: str) -> None:
         """Remove the file if it exists."""
 
+    @abstractmethod
+    def delete_tree(self, folder: str) -> None:
+        """Remove the folder and everything under it, if it exists."""
+
     def exists(self, path: str) -> bool:
         return self.modified(path) is not None
 
@@ -221,6 +225,10 @@ class HadoopFiles(LakeFiles):
         system, where = self._resolve(path)
         system.delete(where, False)
 
+    def delete_tree(self, folder: str) -> None:
+        system, where = self._resolve(folder)
+        system.delete(where, True)
+
 
 class ArrowFiles(LakeFiles):
     """`pyarrow.fs` (no JVM): for the Python processes Spark starts."""
@@ -269,6 +277,13 @@ class ArrowFiles(LakeFiles):
         system, where = _arrow(path)
         try:
             system.delete_file(where)
+        except FileNotFoundError:
+            return
+
+    def delete_tree(self, folder: str) -> None:
+        system, where = _arrow(folder)
+        try:
+            system.delete_dir(where)
         except FileNotFoundError:
             return
 

@@ -58,3 +58,9 @@ def leases_root(config: Config) -> str:
 
 def resets_root(config: Config) -> str:
     return system_path(config, "resets")
+
+
+def restart_path(config: Config) -> str:
+    """A stream job being started anew after a purged binlog (`stream.on_binlog_purged`):
+    present from the decision until the new snapshot finished."""
+    return system_path(config, "restarts", f"{config.stream.job_name}.json")

@@ -11,10 +11,14 @@ the new high watermarks. A catch-up (`--available-now`) snapshots and joins such
 query ends, so each run ends exact. A snapshot of the lake running elsewhere holds the lease and
 finishes the reset itself; a crash leaves the reset pending, and the next stream or snapshot
 finishes it.
+
+A stream whose binlog position the source purged cannot go on at all: with
+`stream.on_binlog_purged: resnapshot` it starts anew (`start_anew`) instead of stopping.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -23,7 +27,9 @@ from pyspark.sql import SparkSession
 
 from binlake.config import Config
 from binlake.errors import LeaseError
+from binlake.events import event
 from binlake.lake_files import driver_files
+from binlake.layout import checkpoint_path, restart_path
 from binlake.lease import snapshot_lease
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
@@ -90,3 +96,39 @@ class Resnapshots:
         if pending:
             self._run(pending)
         return join_ready_tables(self.spark, self.config, spec, dict(by_name), position)
+
+
+def start_anew(
+    spark: SparkSession, config: Config, lost_at: BinlogOffset | None, tables: list[str]
+) -> None:
+    """Start the stream job anew after the source purged binlog it had not read
+    (`stream.on_binlog_purged: resnapshot`): its tables are snapshotted again, and its
+    checkpoint goes, so its next start is a first start under the same name: silver replaced
+    from the new bronze (its Change Data Feed shows what changed meanwhile), streamed from the
+    new high watermarks. The changes in the purged binlog are gone: silver is exact again, the
+    changelog has a gap there.
+
+    The decision is recorded first (`layout.restart_path`, with `lost_at`; None: finish one a
+    crash interrupted), so a crash at any step makes the next start finish it, never resume
+    from an old checkpoint or an old snapshot."""
+    files = driver_files(spark)
+    marker = restart_path(config)
+    if lost_at is not None:
+        files.write_text(marker, json.dumps({"lost_at": lost_at.to_dict(), "tables": tables}))
+        log.warning(
+            "stream %s: the source purged its binlog at %s before the stream read it, so the "
+            "changes there to %s are gone: the tables are snapshotted again and the job starts "
+            "anew from that snapshot (stream.on_binlog_purged: resnapshot)",
+            config.stream.job_name, lost_at, ", ".join(tables),
+            extra=event("binlog_purged", tables, lost_at),
+        )  # fmt: skip
+    else:
+        log.info("stream %s: finishing its new start after a purged binlog", config.stream.job_name)
+    files.delete_tree(checkpoint_path(config))
+    run_snapshot(spark, config, None, reset=True)
+    files.delete(marker)
+
+
+def restart_pending(spark: SparkSession, config: Config) -> bool:
+    """Whether a new start after a purged binlog was decided and not finished."""
+    return driver_files(spark).exists(restart_path(config))

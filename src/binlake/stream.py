@@ -21,7 +21,12 @@ from pyspark.sql.streaming import StreamingQuery
 
 from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
-from binlake.errors import SnapshotIncompleteError, carried_by
+from binlake.errors import (
+    BinlogPurgedError,
+    BinlogResetError,
+    SnapshotIncompleteError,
+    carried_by,
+)
 from binlake.events import event
 from binlake.lake import create_schemas
 from binlake.lake_files import LakeFiles, driver_files, join
@@ -29,7 +34,7 @@ from binlake.layout import checkpoint_path, ledger_path, schema_root, tables_pat
 from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
-from binlake.resnapshot import Resnapshots
+from binlake.resnapshot import Resnapshots, restart_pending, start_anew
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver, require_silver
@@ -201,10 +206,37 @@ def _repeat_available_now(spark: SparkSession, config: Config, lease: HeldLease)
         time.sleep(max(0.0, config.stream.trigger_seconds - (time.monotonic() - began)))
 
 
+def _recovers_purges(config: Config) -> bool:
+    """Whether a purged binlog starts the job anew: only a job built from a snapshot can."""
+    stream = config.stream
+    return stream.startup_mode == "initial" and stream.on_binlog_purged == "resnapshot"
+
+
 def _run_stream(
     spark: SparkSession, config: Config, lease: HeldLease, available_now: bool
 ) -> StreamSummary:
+    """Start the query and follow it. A query that lost its binlog position while running is
+    started once more: its start finds out whether the source purged that binlog (and then
+    starts the job anew, `stream.on_binlog_purged`) or not (and then stops)."""
+    try:
+        return _start_and_follow(spark, config, lease, available_now)
+    except BinlogResetError:
+        raise
+    except BinlogPurgedError as lost:
+        if not _recovers_purges(config):
+            raise
+        log.warning(
+            "stream %s: %s; checking the source's binlog", config.stream.job_name, str(lost)
+        )
+        return _start_and_follow(spark, config, lease, available_now)
+
+
+def _start_and_follow(
+    spark: SparkSession, config: Config, lease: HeldLease, available_now: bool, anew: bool = False
+) -> StreamSummary:
     started = time.monotonic()
+    if restart_pending(spark, config):
+        start_anew(spark, config, None, [])
     source = with_resolved_password(config.source)
     with connection(source) as conn:
         tables = validate(conn, config, config.stream_server_id)
@@ -231,7 +263,15 @@ def _run_stream(
     created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}
     marks = chunk_marks(applied, chunks, joined, created) if initial else {}
     start = resume or resolved_start(files, config, lambda: start_offset(config, source, marks))
-    check_available(source, start, sorted(joined), config.stream.job_name)
+    try:
+        check_available(source, start, sorted(joined), config.stream.job_name)
+    except BinlogResetError:
+        raise
+    except BinlogPurgedError:
+        if anew or not _recovers_purges(config):
+            raise
+        start_anew(spark, config, start, sorted(joined))
+        return _start_and_follow(spark, config, lease, available_now, anew=True)
     warn_if_purge_near(config, source, start)
     by_name = {t.qualified: t for t in tables}
 

@@ -464,18 +464,8 @@ def test_a_stream_behind_for_half_the_binlog_expiry_warns_before_the_purge(
     _check(spark, server, config)
 
 
-def test_purged_resume_offset_names_the_tables_and_its_remedy_works(
-    spark: Any, private_mariadb: Any, make_private_config: Any
-) -> None:
-    """The stream's checkpoint points into a binlog file the source purged while the stream was
-    stopped: it refuses to start, naming the tables and the remedy, writes nothing; following
-    the remedy lands silver equal to the source again."""
-    from binlake.errors import BinlogPurgedError
-
-    server = private_mariadb({})
-    _create_items(server, 300)
-    config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
-    jobs.run(spark, config)
+def _purge_behind_the_stream(server: PrivateServer) -> None:
+    """Writes (rotating the binlog) while the stream is stopped, then every file purged."""
     with RestartProofRacer(server, rotate_every=25) as racer:
         while racer.statements < 200:
             time.sleep(0.1)
@@ -483,6 +473,65 @@ def test_purged_resume_offset_names_the_tables_and_its_remedy_works(
         cur.execute("FLUSH BINARY LOGS")
         cur.execute("SHOW MASTER STATUS")
         cur.execute("PURGE BINARY LOGS TO %s", (cur.fetchone()[0],))
+
+
+def test_a_purged_resume_offset_starts_the_job_anew_from_a_new_snapshot(
+    spark: Any, private_mariadb: Any, make_private_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26, `stream.on_binlog_purged: resnapshot` (the default): the stream's position was
+    purged while it was stopped. Its start snapshots the table again and starts the job anew
+    under the same name, with writes racing; a crash during that new snapshot is finished by
+    the next start. Silver equals the source; the changelog holds each change once; the event
+    log says what was lost, where."""
+    from binlake.snapshot import ChunkScheduler
+
+    server = private_mariadb({})
+    _create_items(server, 300)
+    config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
+    jobs.run(spark, config)
+    lost_at = checkpoint_offset(ArrowFiles(), config)
+    _purge_behind_the_stream(server)
+
+    def killed(self: ChunkScheduler, work: Any) -> Any:
+        raise RuntimeError("the new snapshot died")
+
+    with monkeypatch.context() as patched, RestartProofRacer(server):
+        patched.setattr(ChunkScheduler, "run", killed)
+        with pytest.raises(RuntimeError, match="the new snapshot died"):
+            jobs.stream(spark, config, available_now=True)
+    with RestartProofRacer(server):  # the next start finishes it, writes racing
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+    _check(spark, server, config)
+
+    (purged,) = logged_events(spark, config, "binlog_purged")
+    assert (purged.job, purged.tables) == ("silver", [f"{DATABASE}.items"])
+    assert BinlogOffset(purged.file, purged.position) == lost_at
+    resets = [r for r in logged_events(spark, config, "table_reset") if r.ts > purged.ts]
+    assert [r.tables for r in resets] == [[f"{DATABASE}.items"]] * 2  # the killed one, then
+    (error,) = logged_events(spark, config, "error")
+    assert "the new snapshot died" in error.message
+    starts = [r for r in logged_events(spark, config, "stream_start") if r.ts > purged.ts]
+    assert starts and all("(initial)" in r.message or "(resume)" in r.message for r in starts)
+    assert "(initial)" in starts[0].message  # a first start of the same job, from the snapshot
+    assert not ArrowFiles().exists(config.lake.path("_system", "restarts", "silver.json"))
+
+
+def test_purged_resume_offset_names_the_tables_and_its_remedy_works(
+    spark: Any, private_mariadb: Any, make_private_config: Any
+) -> None:
+    """`stream.on_binlog_purged: stop`: the stream's checkpoint points into a binlog file the
+    source purged while the stream was stopped: it refuses to start, naming the tables and the
+    remedy, writes nothing; following the remedy lands silver equal to the source again."""
+    from binlake.errors import BinlogPurgedError
+
+    server = private_mariadb({})
+    _create_items(server, 300)
+    config = make_private_config(
+        server, DATABASE, snapshot={"chunk_size": 100}, stream={"on_binlog_purged": "stop"}
+    )
+    jobs.run(spark, config)
+    _purge_behind_the_stream(server)
     silver = Path(config.lake.path("silver", DATABASE, "items"))
     versions = _committed_versions(silver)
 
