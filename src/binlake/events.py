@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 #: Events other than a stream batch's wait at most this long for their append.
 FLUSH_EVERY_S = 30.0
+#: Events appended at once: each ends or begins a run, which may be killed right after (a
+#: continuous stream is stopped by a signal). The ones inside a batch go with the batch's append.
+FLUSH_AT_ONCE = frozenset({"stream_start", "snapshot", "table_reset", "binlog_purged"})
 
 EVENT_SCHEMA = T.StructType(
     [
@@ -149,11 +152,12 @@ class EventLog(logging.Handler):
         row = event_row(self.job, record)
         found = getattr(record, "event", None)
         txn = found.txn if isinstance(found, Event) else None
+        at_once = isinstance(found, Event) and (txn is not None or found.kind in FLUSH_AT_ONCE)
         now = time.monotonic()
         with self._buffer:
             self._pending.append(row)
             self._since = self._since if self._since is not None else now
-            due = txn is not None or now - self._since >= FLUSH_EVERY_S
+            due = at_once or now - self._since >= FLUSH_EVERY_S
         if due:
             self.flush(txn)
         return True
@@ -212,19 +216,35 @@ def _ended_by(job: str, exc: Exception) -> logging.LogRecord:
     )  # fmt: skip
 
 
-@contextmanager
-def recording(spark: SparkSession, config: Config, job: str) -> Iterator[None]:
-    """Record the events of the job run inside into the lake's event table (`lake.event_log`);
-    an exception that ends the job is its last event."""
+def attach(spark: SparkSession, config: Config, job: str) -> EventLog | None:
+    """Record this process's events of `job` into the lake's event table (`lake.event_log`),
+    unless a handler does already; returns the handler added. A stream's `foreachBatch` runs
+    in a process of its own on Spark Connect, where the job's `recording` never ran, and
+    attaches there."""
     if not config.lake.event_log:
-        yield
-        return
-    handler = EventLog(spark, event_table(config), job)
+        return None
+    table = event_table(config)
     root = logging.getLogger("binlake")
-    level = root.level
+    for handler in root.handlers:
+        if isinstance(handler, EventLog) and (str(handler.table), handler.job) == (str(table), job):
+            return None
+    added = EventLog(spark, table, job)
     if not root.isEnabledFor(logging.INFO):  # events are info lines; other handlers keep theirs
         root.setLevel(logging.INFO)
-    root.addHandler(handler)
+    root.addHandler(added)
+    return added
+
+
+@contextmanager
+def recording(spark: SparkSession, config: Config, job: str) -> Iterator[None]:
+    """Record the events of the job run inside (`attach`); an exception that ends the job is
+    its last event."""
+    root = logging.getLogger("binlake")
+    level = root.level
+    handler = attach(spark, config, job)
+    if handler is None:
+        yield
+        return
     try:
         yield
     except Exception as exc:

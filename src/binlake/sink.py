@@ -28,7 +28,7 @@ from binlake.binlog import unapplied_since
 from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config, SourceConfig
 from binlake.errors import BinlakeError, UnfollowableChange
-from binlake.events import event
+from binlake.events import attach, event
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
@@ -47,6 +47,7 @@ from binlake.silver import (
 from binlake.silver_schema import apply_schema_change
 from binlake.snapshot import PendingResets, send_back
 from binlake.source import binlog_sizes, connection, current_offset
+from binlake.spark import is_connect
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_source
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ class BatchSink:
         self._retention_due = time.monotonic() + RETENTION_CHECK_S  # the start checked already
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if is_connect(batch.sparkSession):  # a Spark Connect server's worker, not the job's process
+            attach(batch.sparkSession, self.config, self.spec.job)
         try:
             self._apply(batch, batch_id)
         except BinlakeError as exc:

@@ -131,6 +131,12 @@ def test_catalog_holds_bronze_changelog_and_silver(
     items = f"{CATALOG}.silver_{database}.items"
     changes = spark.sql(f"SELECT _change_type FROM table_changes('{items}', 0)")
     assert changes.where("_change_type = 'update_postimage'").count() > 0
+    # The event log is a catalog table too, beside silver, never under the lake root.
+    events = spark.table(f"{CATALOG}.silver_{database}.binlake_events")
+    batches = events.where("kind = 'stream_batch'").collect()
+    assert batches and max(b.position for b in batches) > 0
+    assert events.where("kind = 'snapshot_commit'").count() > 0
+    assert not (tmp_path / "lake" / "_system" / "events").exists()
 
 
 @pytest.mark.parametrize(

@@ -15,12 +15,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from binlake.lake import lake_table
+
 from .conftest import REMOTE_TZ
 from .connect_server import log_tail
 from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    logged_events,
     seed_items,
 )
 from .replay import ROOT, subprocess_env
@@ -115,3 +118,12 @@ def test_snapshot_stream_schema_change_and_verify_through_spark_connect(
     assert "grade" in assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
     assert "items" in verified
+    # The event log, written over Connect: a batch's events by the server's foreachBatch worker.
+    (ddl,) = logged_events(spark, config, "ddl_applied")
+    assert "ADD COLUMN grade" in ddl.message
+    assert len(logged_events(spark, config, "stream_start")) >= 2
+    batches = logged_events(spark, config, "stream_batch")
+    assert (
+        sum(b.rows for b in batches)
+        == lake_table(config.lake, "bronze", database, "items__changelog").read(spark).count()
+    )

@@ -105,3 +105,14 @@ def test_an_error_that_ends_a_job_is_recorded_in_the_words_the_cli_prints() -> N
     assert known.getMessage() == "silver ended: binlog purged re-snapshot"
     assert unexpected.getMessage() == "silver ended: unexpected KeyError: 'x'"
     assert event_row("silver", known)[2] == "error"
+
+
+def test_a_run_s_start_is_appended_at_once_and_a_progress_commit_waits_for_company() -> None:
+    table = _FlakyTable()
+    table.refused = 1  # accepts every append
+    handler = EventLog(_Spark(), table, "silver")  # type: ignore[arg-type]
+    handler.handle(_line("binlake.snapshot", logging.INFO, "chunks 2/9", **event("snapshot_commit")))
+    assert not table.appends  # a commit every few seconds: batched
+    handler.handle(_line("binlake.stream", logging.INFO, "starting", **event("stream_start")))
+    (written,) = table.appends  # a continuous stream may be killed right after its start
+    assert [r[2] for r in written.rows] == ["snapshot_commit", "stream_start"]
