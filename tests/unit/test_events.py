@@ -111,7 +111,8 @@ def test_a_run_s_start_is_appended_at_once_and_a_progress_commit_waits_for_compa
     table = _FlakyTable()
     table.refused = 1  # accepts every append
     handler = EventLog(_Spark(), table, "silver")  # type: ignore[arg-type]
-    handler.handle(_line("binlake.snapshot", logging.INFO, "chunks 2/9", **event("snapshot_commit")))
+    progress = event("snapshot_commit", rows=100)
+    handler.handle(_line("binlake.snapshot", logging.INFO, "chunks 2/9", **progress))
     assert not table.appends  # a commit every few seconds: batched
     handler.handle(_line("binlake.stream", logging.INFO, "starting", **event("stream_start")))
     (written,) = table.appends  # a continuous stream may be killed right after its start
