@@ -7,11 +7,13 @@ handler on the `binlake` logger turns those lines, and every warning and error, 
 event table: `_system/events` under `lake.root`, or `<catalog>.<silver_schema>_<db>.binlake_events`
 with `lake.catalog`.
 
-Rows wait in memory and go out in one Delta append: at the end of each stream batch, every
-`FLUSH_EVERY_S` otherwise, and when the job ends (an error that ends it is its last row). A
-batch's append carries the batch id as Delta's idempotent-write version (`txnAppId` /
-`txnVersion`), so a batch Spark replays after a crash writes its events once. Writing the log is
-never why a job fails: a failed append is retried with the next one, and said on stderr.
+Rows wait in memory and go out in one Delta append, made by a thread of the handler's own so no
+batch waits for it: after each stream batch, at a run's start and end, every `FLUSH_EVERY_S`
+otherwise, and when the job ends (an error that ends it is its last row). An append holding a
+batch's rows carries the batch id as Delta's idempotent-write version (`txnAppId` /
+`txnVersion`), so a batch Spark replays after a crash writes its events once. A process killed
+outright loses the rows not yet appended (seconds' worth); the lake loses nothing. Writing the
+log is never why a job fails: a failed append is retried with the next one, and said on stderr.
 """
 
 from __future__ import annotations
@@ -129,24 +131,39 @@ def event_row(job: str, record: logging.LogRecord) -> tuple[Any, ...]:
 
 
 class EventLog(logging.Handler):
-    """Appends the events (and warnings and errors) of the `binlake` loggers to the event table."""
+    """Appends the events (and warnings and errors) of the `binlake` loggers to the event table.
 
-    def __init__(self, spark: SparkSession, table: LakeTable, job: str) -> None:
+    With `background`, appends run in a thread of their own, so no batch waits for one (a small
+    Delta append costs about a second on two cores): rows that arrive meanwhile go out together
+    in the next, carrying the newest batch's id."""
+
+    def __init__(
+        self, spark: SparkSession, table: LakeTable, job: str, background: bool = True
+    ) -> None:
         super().__init__()
         self.spark = spark
         self.table = table
         self.job = job
         self._pending: list[tuple[Any, ...]] = []
+        self._txn: tuple[str, int] | None = None  # the newest batch among the pending rows
         self._since: float | None = None  # when the oldest pending row arrived
         self._buffer = threading.Lock()
         self._appending = threading.Lock()
         # Set while this thread appends: its own lines (Spark's, a failed append's) are no events.
         self._local = threading.local()
+        self._due = threading.Event()
+        self._closed = False
+        self._writer: threading.Thread | None = None
+        if background:
+            self._writer = threading.Thread(
+                target=self._append_when_due, name="binlake-events", daemon=True
+            )
+            self._writer.start()
 
     def handle(self, record: logging.LogRecord) -> bool:
-        """Keeps the record's row; appends now for a stream batch or when rows waited long
-        enough. Unlike `logging.Handler.handle`, no lock is held across the append, so other
-        threads keep logging meanwhile."""
+        """Keeps the record's row; appends for a stream batch, a run's start or end, or rows
+        that waited `FLUSH_EVERY_S`. Unlike `logging.Handler.handle`, no lock is held across an
+        append, so other threads keep logging meanwhile."""
         if getattr(self._local, "appending", False) or not self._wanted(record):
             return False
         row = event_row(self.job, record)
@@ -156,10 +173,13 @@ class EventLog(logging.Handler):
         now = time.monotonic()
         with self._buffer:
             self._pending.append(row)
+            self._txn = txn or self._txn
             self._since = self._since if self._since is not None else now
             due = at_once or now - self._since >= FLUSH_EVERY_S
-        if due:
-            self.flush(txn)
+        if due and self._writer is not None:
+            self._due.set()
+        elif due:
+            self.flush()
         return True
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -171,25 +191,44 @@ class EventLog(logging.Handler):
             record.levelno >= logging.WARNING or isinstance(getattr(record, "event", None), Event)
         )
 
-    def flush(self, txn: tuple[str, int] | None = None) -> None:
-        """Append every pending row in one commit (with `txn`, once per id and version)."""
+    def _append_when_due(self) -> None:
+        while not self._closed:
+            self._due.wait(FLUSH_EVERY_S)
+            self._due.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        """Append every pending row in one commit (once per batch id, if they hold a batch's)."""
         with self._appending:
             with self._buffer:
-                rows, self._pending, self._since = self._pending, [], None
+                rows, txn = self._pending, self._txn
+                self._pending, self._txn, self._since = [], None, None
             if not rows:
                 return
             self._local.appending = True
             try:
                 self._append(rows, txn)
             except Exception as exc:
-                self._keep(rows, exc)
+                self._keep(rows, txn, exc)
             finally:
                 self._local.appending = False
 
-    def _keep(self, rows: list[tuple[Any, ...]], failure: Exception) -> None:
+    def close(self) -> None:
+        """Stop the writer thread and append what is left: the job's end."""
+        self._closed = True
+        self._due.set()
+        if self._writer is not None and self._writer is not threading.current_thread():
+            self._writer.join()
+        self.flush()
+        super().close()
+
+    def _keep(
+        self, rows: list[tuple[Any, ...]], txn: tuple[str, int] | None, failure: Exception
+    ) -> None:
         """Rows an append failed to write go out with the next one."""
         with self._buffer:
             self._pending[:0] = rows
+            self._txn = self._txn or txn
             self._since = time.monotonic()
         first = next(iter(str(failure).strip().splitlines()), type(failure).__name__)
         log.warning("the event log could not be written (kept for the next append): %s", first)
@@ -253,4 +292,4 @@ def recording(spark: SparkSession, config: Config, job: str) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
-        handler.flush()
+        handler.close()

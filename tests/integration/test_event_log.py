@@ -92,7 +92,7 @@ def test_the_event_log_records_each_step_of_a_lifecycle_as_the_lake_does(
 
 def test_a_replayed_batch_appends_its_events_once(spark: Any, tmp_path: Any) -> None:
     table = PathTable(str(tmp_path / "events"))
-    handler = EventLog(spark, table, "job")
+    handler = EventLog(spark, table, "job", background=False)
     logger = logging.getLogger("binlake.sink")
     for _ in range(2):  # the batch, then Spark's replay of it after a crash
         line = logger.makeRecord(

@@ -4,6 +4,7 @@ append loses nothing (the Delta append itself: tests/integration/test_event_log.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -86,7 +87,7 @@ class _FlakyTable:
 
 def test_only_binlake_events_warnings_and_errors_are_kept_and_a_failed_append_loses_none() -> None:
     table = _FlakyTable()
-    handler = EventLog(_Spark(), table, "silver")  # type: ignore[arg-type]
+    handler = EventLog(_Spark(), table, "silver", background=False)  # type: ignore[arg-type]
     assert not handler.handle(_line("py4j.clientserver", logging.WARNING, "not ours"))
     assert not handler.handle(_line("binlake.snapshot", logging.INFO, "a progress line"))
     assert handler.handle(_line("binlake.stream", logging.WARNING, "purge near"))
@@ -96,7 +97,7 @@ def test_only_binlake_events_warnings_and_errors_are_kept_and_a_failed_append_lo
     handler.flush()
     (written,) = table.appends
     assert [r[-1] for r in written.rows] == ["purge near", "batch 3"]
-    assert written.options == {}  # the kept rows go out with the next append, not as a replay
+    assert written.options == {"txnAppId": "binlake-stream-q", "txnVersion": "3"}  # still once
 
 
 def test_an_error_that_ends_a_job_is_recorded_in_the_words_the_cli_prints() -> None:
@@ -110,10 +111,26 @@ def test_an_error_that_ends_a_job_is_recorded_in_the_words_the_cli_prints() -> N
 def test_a_run_s_start_is_appended_at_once_and_a_progress_commit_waits_for_company() -> None:
     table = _FlakyTable()
     table.refused = 1  # accepts every append
-    handler = EventLog(_Spark(), table, "silver")  # type: ignore[arg-type]
+    handler = EventLog(_Spark(), table, "silver", background=False)  # type: ignore[arg-type]
     progress = event("snapshot_commit", rows=100)
     handler.handle(_line("binlake.snapshot", logging.INFO, "chunks 2/9", **progress))
     assert not table.appends  # a commit every few seconds: batched
     handler.handle(_line("binlake.stream", logging.INFO, "starting", **event("stream_start")))
     (written,) = table.appends  # a continuous stream may be killed right after its start
     assert [r[2] for r in written.rows] == ["snapshot_commit", "stream_start"]
+
+
+def test_the_writer_thread_appends_a_batch_s_rows_without_the_batch_waiting() -> None:
+    table = _FlakyTable()
+    table.refused = 1
+    handler = EventLog(_Spark(), table, "silver")  # type: ignore[arg-type]
+    batch = event("stream_batch", rows=1, txn=("binlake-stream-q", 1))
+    handler.handle(_line("binlake.sink", logging.INFO, "batch 1", **batch))
+    deadline = time.monotonic() + 10
+    while not table.appends and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [w.options["txnVersion"] for w in table.appends] == ["1"]
+    handler.handle(_line("binlake.stream", logging.WARNING, "left for the end"))
+    handler.close()  # the job's end: what is left goes out, the thread stops
+    assert [r[-1] for r in table.appends[-1].rows] == ["left for the end"]
+    assert handler._writer is not None and not handler._writer.is_alive()
