@@ -205,16 +205,28 @@ def test_the_stream_job_takes_its_trigger_as_a_parameter() -> None:
 
 
 @pytest.mark.parametrize("job", ["silver_stream", "silver_catchup"])
-@pytest.mark.parametrize("given", [None, 1048576], ids=["bundle-default", "set-for-a-run"])
-def test_stream_jobs_bound_their_batches_by_a_parameter(job: str, given: int | None) -> None:
-    """A run that drains a large backlog may take smaller (or larger) batches; the bundle's
-    default is the config's."""
+@pytest.mark.parametrize(
+    ("key", "given"),
+    [
+        ("max_bytes_per_batch", None),
+        ("max_bytes_per_batch", 1048576),
+        ("on_binlog_purged", None),
+        ("on_binlog_purged", "stop"),
+    ],
+    ids=["bytes-bundle-default", "bytes-set-for-a-run", "purged-bundle-default", "purged-stop"],
+)
+def test_stream_jobs_take_their_batch_bound_and_purge_remedy_as_parameters(
+    job: str, key: str, given: Any
+) -> None:
+    """A run that drains a large backlog may take smaller (or larger) batches, and an operator
+    may stop, rather than re-snapshot, at a purged binlog; the bundle's defaults are the
+    config's."""
     recorder = Recorder()
-    params = {} if given is None else {"stream_max_bytes_per_batch": str(given)}
+    params = {} if given is None else {f"stream_{key}": str(given)}
 
     run_job(load_bundle(REPO, "local"), job, params, execute=recorder)
 
     stream = next(call for call in recorder.calls if call[0] == "stream")
     config = cli.config_from_args(cli.build_parser().parse_args(stream))
-    expected = StreamConfig().max_bytes_per_batch if given is None else given
-    assert config.stream.max_bytes_per_batch == expected
+    expected = getattr(StreamConfig(), key) if given is None else given
+    assert getattr(config.stream, key) == expected
