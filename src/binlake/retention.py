@@ -6,16 +6,24 @@ re-snapshot of its tables. A binlog file is purged no earlier than the expiry af
 write, which comes after every change in it, so the oldest change the stream has not applied
 gives a safe bound: its position survives at least until that change's time plus the expiry.
 The stream warns once half of that time has passed, while a catch-up can still save it: at its
-start, and every few minutes while it is behind (`sink.warn_if_purge_near`).
+start, and every few minutes while it is behind (`warn_if_purge_near`).
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 
 import pymysql
 
-from binlake.source import query
+from binlake.binlog import unapplied_since
+from binlake.config import Config, SourceConfig
+from binlake.events import event
+from binlake.offsets import BinlogOffset
+from binlake.source import connection, query
+
+log = logging.getLogger(__name__)
 
 #: The share of the expiry after which the stream warns.
 WARN_AT = 0.5
@@ -78,3 +86,19 @@ def duration(seconds: float) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
+
+
+def warn_if_purge_near(config: Config, source: SourceConfig, position: BinlogOffset) -> None:
+    """Warn once half the source's binlog expiry has passed since the oldest change the stream
+    has not applied (after `position`): it is lost, and its tables need a re-snapshot, if the
+    stream does not catch up in time. Reads the binlog with the stream's own server id, so only
+    while its reader is idle: before the query starts, or during a batch."""
+    with connection(source) as conn:
+        expiry = expiry_seconds(conn)
+    if expiry is None:
+        return
+    written = unapplied_since(source, config.stream_server_id, position)
+    age = None if written is None else max(time.time() - written, 0.0)
+    message = Retention(expiry, age).warning(config.stream.job_name)
+    if message is not None:
+        log.warning(message, extra=event("retention_warning", offset=position))

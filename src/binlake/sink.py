@@ -24,16 +24,15 @@ import pymysql
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from binlake.binlog import unapplied_since
 from binlake.change_record import CHANGE_SCHEMA, DDL
-from binlake.config import Config, SourceConfig
+from binlake.config import Config
 from binlake.errors import BinlakeError, UnfollowableChange
 from binlake.events import attach, event
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset, bytes_behind, position_token
-from binlake.retention import Retention, expiry_seconds
+from binlake.retention import warn_if_purge_near
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaChange, SchemaHistory, StreamTables
 from binlake.silver import (
@@ -242,22 +241,6 @@ def _apply_ddl(
         extra=event("ddl_applied", [change.table], change.offset),
     )  # fmt: skip
     return True
-
-
-def warn_if_purge_near(config: Config, source: SourceConfig, position: BinlogOffset) -> None:
-    """Warn once half the source's binlog expiry has passed since the oldest change the stream
-    has not applied (after `position`): it is lost, and its tables need a re-snapshot, if the
-    stream does not catch up in time. Reads the binlog with the stream's own server id, so only
-    while its reader is idle: before the query starts, or during a batch."""
-    with connection(source) as conn:
-        expiry = expiry_seconds(conn)
-    if expiry is None:
-        return
-    written = unapplied_since(source, config.stream_server_id, position)
-    age = None if written is None else max(time.time() - written, 0.0)
-    message = Retention(expiry, age).warning(config.stream.job_name)
-    if message is not None:
-        log.warning(message, extra=event("retention_warning", offset=position))
 
 
 def _ddl_records(batch: DataFrame) -> list[SchemaChange]:

@@ -35,10 +35,11 @@ from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import BinlogOffset
 from binlake.resnapshot import Resnapshots, restart_pending, start_anew
+from binlake.retention import warn_if_purge_near
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver, require_silver
-from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side, warn_if_purge_near
+from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import batch_ids, schema_history, with_resolved_password
 from binlake.source import connection, current_offset, logs_column_names
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
