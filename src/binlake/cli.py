@@ -47,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run_command(args)
     except BinlakeError as exc:
+        if getattr(args, "job_id", None):
+            from binlake.job_pause import pause_after
+
+            pause_after(args.job_id, exc)
         message = " ".join(str(exc).splitlines())  # one line, whatever the message holds
         print(f"binlake: error: {message}", file=sys.stderr)
         return exc.exit_code

@@ -94,7 +94,7 @@ def build_parser(more_commands: MoreCommands | None = None) -> argparse.Argument
     stream.add_argument(
         "--available-now", action="store_true", help="catch up to the binlog head, then stop"
     )
-    command(
+    run = command(
         "run",
         "snapshot, then stream with --available-now",
         "Finish the snapshot (a no-op once the ledger is complete), then catch silver up to the "
@@ -115,6 +115,13 @@ def build_parser(more_commands: MoreCommands | None = None) -> argparse.Argument
         "Compare every silver table with the source chunk by chunk (the source read without "
         "locks) and name the keys that differ; exit 1 on a difference.",
     )
+    for job_command in (snapshot, stream, run):
+        job_command.add_argument(
+            "--job-id",
+            metavar="ID",
+            help="the Databricks job running this command (the bundle passes {{job.id}}): a "
+            "stop that a retry cannot fix pauses the job's trigger, schedule or continuous run",
+        )
     if more_commands is not None:
         more_commands(commands, verbosity)
     return parser

@@ -11,9 +11,15 @@ import re
 
 
 class BinlakeError(Exception):
-    """Root of binlake's errors; the CLI prints these as one line and exits with `exit_code`."""
+    """Root of binlake's errors; the CLI prints these as one line and exits with `exit_code`.
+
+    `retry_helps` says whether running the same command again, unchanged, can succeed (a source
+    that was down, a lease another process held): a job scheduler may retry those. The others
+    need a person or a changed setting, so a Databricks job that runs into one is paused
+    (`binlake.job_pause`) instead of failing the same way at every restart."""
 
     exit_code = 2
+    retry_helps = False
 
 
 class ConfigError(BinlakeError):
@@ -34,6 +40,7 @@ class SourceConnectionError(SourceError):
     problem rather than one of the database's contents."""
 
     exit_code = 3
+    retry_helps = True
 
 
 class BinlogPurgedError(SourceError):
@@ -83,6 +90,7 @@ class LeaseError(BinlakeError):
     took it over from this one."""
 
     exit_code = 10
+    retry_helps = True
 
 
 def carried_by(failure: BaseException) -> BinlakeError | None:

@@ -149,9 +149,10 @@ def test_production_target_runs_as_the_principal_with_the_operators_permissions(
     for job in bundle.jobs.values():
         assert job.settings.run_as is not None
         assert job.settings.run_as.service_principal_name == PRINCIPAL
-        assert [(e.group_name, e.permission_level.value) for e in job.access_control] == [
-            ("binlake-operators", "CAN_MANAGE_RUN")
-        ]
+        assert [
+            (e.group_name or e.service_principal_name, e.permission_level.value)
+            for e in job.access_control
+        ] == [("binlake-operators", "CAN_MANAGE_RUN"), (PRINCIPAL, "CAN_MANAGE")]
         assert job.settings.email_notifications is not None
         assert job.settings.email_notifications.on_failure == ["binlake-oncall@example.com"]
 

@@ -77,6 +77,8 @@ def test_catchup_job_snapshots_then_streams_available_now() -> None:
         ["snapshot", "--set=source.host=127.0.0.1"],
         ["stream", "--available-now"],
     ]
+    # A local run belongs to no Databricks job: no stop pauses one.
+    assert all(call[-1] == "--job-id=" for call in recorder.calls)
 
 
 def test_job_parameters_resolve_to_the_target_values() -> None:

@@ -3,7 +3,8 @@
 A task is a `python_wheel_task` of package `binlake`, entry point `binlake`: on Databricks the
 runtime calls `binlake.cli.main` with the task's parameters, locally `binlake bundle run-local`
 does the same in-process. `{{job.parameters.NAME}}` in the parameters is the Jobs service's dynamic
-value reference; here it is replaced by the job parameter's value, as the service would.
+value reference; here it is replaced by the job parameter's value, as the service would, and
+`{{job.id}}` by nothing: a local run belongs to no Databricks job, so no stop pauses one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from binlake.bundle.errors import BundleError
 PACKAGE = "binlake"
 ENTRY_POINT = "binlake"
 _JOB_PARAMETER = re.compile(r"\{\{\s*job\.parameters\.([^{}\s]+)\s*\}\}")
+_JOB_ID = re.compile(r"\{\{\s*job\.id\s*\}\}")
 _DYNAMIC_VALUE = re.compile(r"\{\{.*?\}\}")
 
 
@@ -72,13 +74,17 @@ def task_arguments(job: Job, task: Task, parameters: Mapping[str, str] | None = 
             )
         return values[name]
 
-    arguments = [_JOB_PARAMETER.sub(substitute, argument) for argument in wheel.parameters or []]
+    arguments = [
+        _JOB_ID.sub("", _JOB_PARAMETER.sub(substitute, argument))
+        for argument in wheel.parameters or []
+    ]
     for argument in arguments:
         leftover = _DYNAMIC_VALUE.search(argument)
         if leftover:
             raise BundleError(
                 f"task {task.task_key!r} of job {job.key!r} uses {leftover.group(0)}, which only "
-                "the Jobs service resolves; binlake resolves {{job.parameters.NAME}} only"
+                "the Jobs service resolves; binlake resolves {{job.parameters.NAME}} and "
+                "{{job.id}} only"
             )
     return arguments
 
