@@ -48,6 +48,9 @@ class SourceConfig(_Section):
     password_env: str | None = "BINLAKE_SOURCE_PASSWORD"
     #: Inline password, for throwaway local setups only.
     password: SecretStr | None = None
+    #: A Databricks secret `<scope>/<key>` holding the password, read through the workspace's
+    #: API (for serverless jobs, which take no environment variables). Wins over `password_env`.
+    password_secret: str | None = None
     database: str
     #: Table names or regular expressions (fully matched); omitted = every base table.
     tables: list[str] | None = None
@@ -103,6 +106,13 @@ class SourceConfig(_Section):
             raise ValueError(f"must be [low, high] with 1 <= low <= high < 2^32, got {list(value)}")
         return value
 
+    @field_validator("password_secret")
+    @classmethod
+    def _secret_reference(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", value):
+            raise ValueError(f"must be <scope>/<key>, e.g. binlake/source-password, not {value!r}")
+        return value
+
     @field_validator("tls_ca", "tls_cert", "tls_key")
     @classmethod
     def _pem_file(cls, value: str | None) -> str | None:
@@ -133,6 +143,10 @@ class SourceConfig(_Section):
         """The password, read from the environment at the moment it is needed."""
         if self.password is not None:
             return self.password.get_secret_value()
+        if self.password_secret:
+            from binlake.workspace_secrets import read_secret
+
+            return read_secret(self.password_secret)
         if self.password_env:
             value = os.environ.get(self.password_env)
             if value is None:

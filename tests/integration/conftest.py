@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from .connect_server import connect_server
+from .workspace_api import TOKEN, Workspace, serving
 
 #: The Spark Connect server's and its clients' time zone: not the tests' (UTC), so a value that
 #: depends on a process's zone differs.
@@ -21,3 +22,15 @@ def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     workdir = tmp_path_factory.mktemp("connect")
     with connect_server(workdir, tz=REMOTE_TZ) as url:
         yield url, workdir
+
+
+@pytest.fixture
+def workspace_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """A fake Databricks workspace on loopback (`workspace_api.Workspace`) that the SDK's default
+    client reaches: `DATABRICKS_HOST` and `DATABRICKS_TOKEN` point at it for the test."""
+    workspace = Workspace()
+    with serving(workspace) as url:
+        workspace.url = url
+        monkeypatch.setenv("DATABRICKS_HOST", url)
+        monkeypatch.setenv("DATABRICKS_TOKEN", TOKEN)
+        yield workspace

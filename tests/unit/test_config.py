@@ -441,3 +441,14 @@ def test_malformed_yaml_error_does_not_echo_the_password_line(tmp_path: Path) ->
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert "hunter2-inline" not in str(caught.value)
+
+
+@pytest.mark.parametrize("reference", ["binlake", "binlake/", "/key", "a/b/c", "my scope/key"])
+def test_a_password_secret_must_be_scope_slash_key(reference: str) -> None:
+    with pytest.raises(ConfigError, match=r"password_secret.*must be <scope>/<key>"):
+        parse_config({"source": {"database": "shop", "password_secret": reference}})
+
+
+def test_a_password_secret_is_kept_as_its_reference() -> None:
+    config = parse_config({"source": {"database": "shop", "password_secret": "binlake/pw"}})
+    assert config.source.password_secret == "binlake/pw"
