@@ -251,13 +251,16 @@ def bronze_schema(table: TableSchema) -> T.StructType:
 
 def create_schemas(spark: SparkSession, lake: LakeConfig, database: str) -> None:
     """With `lake.catalog`, `database`'s bronze and silver schemas unless they exist (managed
-    by the catalog: no location); nothing to create for path tables."""
+    by the catalog: no location); nothing to create for path tables. An existing schema is not
+    created again, so a job whose schemas were made for it (the bundle's) needs no CREATE SCHEMA
+    on the catalog."""
     if lake.catalog is None:
         return
     layers: tuple[Layer, ...] = ("bronze", "silver")
     for layer in layers:
-        schema = column_name(lake.catalog_schema(layer, database))
-        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {column_name(lake.catalog)}.{schema}")
+        name = f"{column_name(lake.catalog)}.{column_name(lake.catalog_schema(layer, database))}"
+        if not spark.catalog.databaseExists(name):
+            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {name}")
 
 
 def column_name(name: str) -> str:

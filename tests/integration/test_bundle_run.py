@@ -3,6 +3,7 @@ and Delta: the same tasks (python_wheel_task → `binlake.cli.main`) a workspace
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -10,11 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from binlake import cli
 from binlake.bundle.definition import load_bundle
-from binlake.bundle.local import run_job
+from binlake.bundle.local import TaskFailed, run_job
 from binlake.config import parse_config
 from binlake.ledger import Ledger
+
+from .items import logged_events
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,3 +104,27 @@ def test_bundle_jobs_snapshot_catch_up_and_stream_locally(
     assert seen, "the continuous stream never applied the update"
     assert not outcome, outcome
     assert _silver(spark, lake, database) == _source(sql)
+
+    # The remedy job: snapshot `items` again while a writer races it, then catch up.
+    with pytest.raises(TaskFailed) as missing:
+        run_job(bundle, "reset_tables", execute=cli.main)  # no `tables` given
+    assert missing.value.exit_code == 2
+    stop = threading.Event()
+
+    def writer() -> None:
+        for n in itertools.count():
+            if stop.is_set():
+                return
+            sql("UPDATE items SET label = %s WHERE id = %s", (f"raced {n}", 3 * (n % 90 + 1)))
+            time.sleep(0.02)
+
+    racing = threading.Thread(target=writer, daemon=True)
+    racing.start()
+    try:
+        run_job(bundle, "reset_tables", {"tables": "items"}, execute=cli.main)
+    finally:
+        stop.set()
+        racing.join(30)
+    run_job(bundle, "silver_catchup", execute=cli.main)
+    assert _silver(spark, lake, database) == _source(sql)
+    assert [e["kind"] for e in logged_events(spark, config, "table_reset")] == ["table_reset"]

@@ -15,6 +15,7 @@ from databricks.sdk.service.compute import Policy
 from databricks.sdk.service.iam import User
 from databricks.sdk.service.jobs import JobSettings
 
+from binlake.bundle.compute import server_ids_of
 from binlake.bundle.definition import Bundle, load_bundle
 from binlake.bundle.errors import BundleError
 from binlake.bundle.validate import validate
@@ -98,11 +99,12 @@ def scheduled_job(**settings: Any) -> dict[str, Any]:
 def test_every_job_resource_parses_into_the_sdks_typed_job_settings(target: str) -> None:
     bundle = load(REPO, target)
 
-    assert set(bundle.jobs) == {"bronze_snapshot", "silver_stream", "silver_catchup"}
+    jobs = {"bronze_snapshot", "silver_stream", "silver_catchup", "reset_tables"}
+    assert set(bundle.jobs) == jobs
     for key, job in bundle.jobs.items():
         assert isinstance(job.settings, JobSettings)
         assert JobSettings.from_dict(job.settings.as_dict()) == job.settings, key
-        assert job.settings.tasks and job.settings.job_clusters and job.settings.parameters
+        assert job.settings.tasks and job.settings.environments and job.settings.parameters
 
 
 @pytest.mark.parametrize(
@@ -139,7 +141,20 @@ def test_development_target_is_the_users_own_copy() -> None:
     job = bundle.job("bronze_snapshot")
     assert job.settings.name == "[dev jane_doe] binlake bronze snapshot"
     assert job.settings.tags == {"dev": "jane_doe"}
-    assert job.parameter_defaults["lake_root"] == "/Volumes/dev/binlake/lakehouse/jane_doe"
+    defaults = job.parameter_defaults
+    assert defaults["lake_root"] == "/Volumes/dev/jane_doe_binlake/lakehouse"
+    assert (defaults["lake_bronze_schema"], defaults["lake_silver_schema"]) == (
+        "jane_doe_bronze",
+        "jane_doe_silver",
+    )
+    assert defaults["source_server_id_range"] == server_ids_of("jane_doe")
+    schemas = {s.name for s in bundle.resources["schemas"].values()}
+    assert schemas == {"jane_doe_binlake", "jane_doe_bronze_shop", "jane_doe_silver_shop"}
+    volume = bundle.resources["volumes"]["lakehouse"]
+    assert (
+        f"/Volumes/{volume.catalog_name}/{volume.schema_name}/{volume.name}"
+        == defaults["lake_root"]
+    )
 
 
 def test_production_target_runs_as_the_principal_with_the_operators_permissions() -> None:
@@ -170,25 +185,32 @@ def test_workspace_targets_resolve_variables_that_reference_variables() -> None:
 
 
 def test_whole_string_reference_keeps_the_variable_type() -> None:
-    cluster = load(REPO, "prod").job("silver_stream").settings.job_clusters
+    bundle = load(REPO, "prod", variables={"compute": "classic"})
+    cluster = bundle.job("silver_stream").settings.job_clusters
     assert cluster is not None and cluster[0].new_cluster is not None
 
     assert cluster[0].new_cluster.num_workers == 4
 
 
-def test_password_comes_from_the_secret_scope_not_from_the_files() -> None:
-    for job in load(REPO, "dev").jobs.values():
-        assert job.settings.job_clusters is not None
-        cluster = job.settings.job_clusters[0].new_cluster
-        assert cluster is not None
-        assert cluster.spark_env_vars == {
-            "BINLAKE_SOURCE_PASSWORD": "{{secrets/binlake/source-password}}"
-        }
+@pytest.mark.parametrize(("target", "secret"), [("dev", "binlake/source-password"), ("local", "")])
+def test_password_comes_from_the_secret_scope_not_from_the_files(target: str, secret: str) -> None:
+    for job in load(REPO, target).jobs.values():
+        assert job.parameter_defaults["source_password_secret"] == secret
+        for task in job.settings.tasks or []:
+            assert task.python_wheel_task is not None
+            parameters = task.python_wheel_task.parameters or []
+            given = "--set=source.password_secret={{job.parameters.source_password_secret}}"
+            assert given in parameters
+            assert not any("password=" in p or "password_env" in p for p in parameters)
 
 
-def test_wheel_library_path_is_relative_to_the_bundle_root() -> None:
-    task = load(REPO, "dev").job("bronze_snapshot").settings.tasks[0]  # type: ignore[index]
+def test_wheel_path_is_relative_to_the_bundle_root_on_either_compute() -> None:
+    serverless = load(REPO, "dev").job("bronze_snapshot").settings
+    classic = load(REPO, "dev", variables={"compute": "classic"}).job("bronze_snapshot").settings
+    (environment,) = serverless.environments or []
+    (task,) = classic.tasks or []
 
+    assert environment.spec is not None and environment.spec.dependencies == ["dist/*.whl"]
     assert [library.whl for library in task.libraries or []] == ["dist/*.whl"]
 
 
@@ -378,7 +400,7 @@ def test_misspelt_job_setting_is_rejected_by_name(tmp_path: Path) -> None:
     job = {"name": "j", "max_concurent_runs": 1, "tasks": [wheel_task("t", "status")]}
     write_bundle(tmp_path, {"j": job})
 
-    with pytest.raises(BundleError, match=r"Jobs API does not know .*: j\.max_concurent_runs"):
+    with pytest.raises(BundleError, match=r"job 'j': Unexpected field 'max_concurent_runs'"):
         load(tmp_path)
 
 

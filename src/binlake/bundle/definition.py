@@ -4,13 +4,16 @@ The files are in the Databricks Asset Bundle format, so the Databricks CLI deplo
 bundle. binlake accepts every key the CLI documents (`keys`), merges the target over the
 top-level settings the way the CLI does (mappings key by key, a job's tasks, job clusters and
 parameters by their keys, `run_as` and `mode` replaced), resolves every `${...}`, applies the
-target's `mode`, `presets`, `run_as` and `permissions` (`modes`), and parses each job into the
-SDK's typed `JobSettings`. The parse must lose nothing: a key the Jobs API does not know is a
+target's `mode`, `presets`, `run_as` and `permissions` (`modes`), runs the bundle's job mutators
+(`python.mutators`, as the CLI does: `binlake.bundle.compute`), and parses each resource with the
+typed models of Databricks' `databricks-bundles` package (jobs, schemas, volumes, secret scopes),
+each job also into the SDK's `JobSettings`, which must lose nothing. A key neither knows is a
 typo, which `binlake bundle validate` reports before `databricks bundle deploy` sends it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Mapping
@@ -20,6 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from databricks.bundles.core import Bundle as MutatorBundle
+from databricks.bundles.core import ResourceMutator
+from databricks.bundles.jobs import Job as BundleJob
+from databricks.bundles.schemas import Schema
+from databricks.bundles.secret_scopes import SecretScope
+from databricks.bundles.volumes import Volume
 from databricks.sdk import WorkspaceClient
 from databricks.sdk.service.jobs import JobAccessControlRequest, JobSettings
 
@@ -42,6 +51,13 @@ _JOB_LISTS_BY_KEY = {
     "job_clusters": "job_cluster_key",
     "parameters": "name",
     "environments": "environment_key",
+}
+#: The resources besides jobs that binlake reads, with their typed models; the Databricks CLI
+#: deploys them (the others it knows, too).
+_TYPED_RESOURCES: dict[str, Any] = {
+    "schemas": Schema,
+    "volumes": Volume,
+    "secret_scopes": SecretScope,
 }
 #: Top-level mappings a target's same-named mapping merges into.
 _TARGET_MERGED = ("bundle", "workspace", "artifacts", "resources", "sync", "permissions", "presets")
@@ -77,6 +93,8 @@ class Bundle:
     connection: Connection
     jobs: Mapping[str, Job]
     references: Interpolator = field(repr=False)
+    #: Per kind (`schemas`, `volumes`, `secret_scopes`), each resource as its typed model.
+    resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def job(self, key: str) -> Job:
         if key not in self.jobs:
@@ -133,15 +151,28 @@ def load_bundle(
         os.environ if environ is None else environ,
         remote.lookup,
     )
-    references = Interpolator(_reference_table(name, target, workspace, values, remote))
     presets = modes.target_presets(
         target, mode, _mapping(config.get("presets"), "presets"), remote.current_user
     )
-    if mode == "development":
-        _check_development_paths(target, references, remote)
     resources = _mapping(config.get("resources"), "resources")
     keys.check_keys(resources, keys.RESOURCES, "resources")
-    jobs = _jobs(config, resources, references, presets)
+    schema_prefix = _schema_prefix(config, presets)
+    references = Interpolator(
+        _reference_table(name, target, workspace, values, remote)
+        | _resource_fields(resources, schema_prefix)
+    )
+    if mode == "development":
+        _check_development_paths(target, references, remote)
+    mutators = _job_mutators(config)
+    settings = MutatorBundle(
+        target=target,
+        variables={key: references.resolve(f"${{var.{key}}}", key) for key in values}
+        if mutators
+        else {},
+    )
+    jobs = _jobs(
+        config, resources, references, presets, lambda job: _mutated(job, mutators, settings)
+    )
     if mode == "production":
         explicit_root = "root_path" in _mapping(target_doc.get("workspace"), "workspace")
         modes.check_production(target, explicit_root, [j.settings.as_dict() for j in jobs.values()])
@@ -154,6 +185,7 @@ def load_bundle(
         connection=connection,
         jobs=jobs,
         references=references,
+        resources=_typed_resources(resources, references, schema_prefix),
     )
 
 
@@ -171,16 +203,107 @@ def _jobs(
     resources: Mapping[str, Any],
     references: Interpolator,
     presets: modes.Presets,
+    mutate: Callable[[BundleJob], BundleJob],
 ) -> dict[str, Job]:
-    """Every job resource, resolved, with the bundle's `run_as` and `permissions` applied."""
+    """Every job resource, resolved, parsed by the bundle's typed job model and passed through
+    `mutate` (the bundle's job mutators), with the bundle's `run_as` and `permissions` applied."""
     run_as = modes.run_as(references.resolve(config.get("run_as"), "run_as"), "run_as")
     permissions = _sequence(
         references.resolve(config.get("permissions"), "permissions"), "permissions"
     )
-    return {
-        key: _job(key, references.resolve(spec, f"job {key!r}"), presets, run_as, permissions)
-        for key, spec in _mapping(resources.get("jobs"), "resources.jobs").items()
-    }
+    jobs = {}
+    for key, spec in _mapping(resources.get("jobs"), "resources.jobs").items():
+        spec = _mapping(references.resolve(spec, f"job {key!r}"), f"job {key!r}")
+        _check_parameter_defaults(key, spec)
+        typed = mutate(_typed(BundleJob, spec, f"job {key!r}"))
+        mutated = {**typed.as_dict(), **{k: v for k, v in spec.items() if k in _KEPT_AS_WRITTEN}}
+        jobs[key] = _job(key, mutated, presets, run_as, permissions)
+    return jobs
+
+
+#: Job keys passed on as the files write them: the typed model would spell out their defaults.
+_KEPT_AS_WRITTEN = ("permissions", "lifecycle")
+
+
+def _typed(model: Any, spec: Mapping[str, Any], where: str) -> Any:
+    """`spec` parsed by a `databricks-bundles` model: an unknown or misplaced key is an error."""
+    try:
+        return model.from_dict(dict(spec))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise BundleError(f"{where}: {exc}") from None
+
+
+def _job_mutators(config: Mapping[str, Any]) -> list[ResourceMutator[BundleJob]]:
+    """The job mutators named in `python.mutators` (`module:function`), in order; mutators of
+    other resource types are the Databricks CLI's business."""
+    python = _mapping(config.get("python"), "python")
+    mutators = []
+    for index, name in enumerate(_sequence(python.get("mutators"), "python.mutators")):
+        module, _, attribute = str(name).partition(":")
+        try:
+            mutator = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise BundleError(
+                f"python.mutators[{index}] {name!r} cannot be loaded: {exc}"
+            ) from None
+        if not isinstance(mutator, ResourceMutator):
+            raise BundleError(
+                f"python.mutators[{index}] {name!r} is not a mutator (decorate it with "
+                "@job_mutator)"
+            )
+        if mutator.resource_type is BundleJob:
+            mutators.append(mutator)
+    return mutators
+
+
+def _mutated(
+    job: BundleJob, mutators: list[ResourceMutator[BundleJob]], bundle: MutatorBundle
+) -> BundleJob:
+    for mutator in mutators:
+        try:
+            job = mutator.function(bundle, job)
+        except ValueError as exc:
+            raise BundleError(f"job mutator {mutator.function.__name__}: {exc}") from None
+    return job
+
+
+def _schema_prefix(config: Mapping[str, Any], presets: modes.Presets) -> str:
+    """What the Databricks CLI puts before each schema's name: the name prefix as a catalog name
+    (`[dev jane] ` → `dev_jane_`), unless `experimental.skip_name_prefix_for_schema`."""
+    experimental = _mapping(config.get("experimental"), "experimental")
+    if experimental.get("skip_name_prefix_for_schema") or not presets.name_prefix:
+        return ""
+    prefix = presets.name_prefix.replace("[", "").strip(" ")
+    suffix = "_" if prefix.endswith("]") else ""
+    return "".join(c if c.isalnum() else "_" for c in prefix.removesuffix("]").lower()) + suffix
+
+
+def _resource_fields(resources: Mapping[str, Any], schema_prefix: str) -> dict[str, Any]:
+    """`${resources.<kind>.<key>.<field>}` for every top-level field of the typed resources, as
+    deployed (a schema's name with its prefix)."""
+    table: dict[str, Any] = {}
+    for kind in _TYPED_RESOURCES:
+        for key, spec in _mapping(resources.get(kind), f"resources.{kind}").items():
+            for name, value in _mapping(spec, f"resources.{kind}.{key}").items():
+                if kind == "schemas" and name == "name":
+                    value = schema_prefix + str(value)
+                table[f"resources.{kind}.{key}.{name}"] = value
+    return table
+
+
+def _typed_resources(
+    resources: Mapping[str, Any], references: Interpolator, schema_prefix: str
+) -> dict[str, dict[str, Any]]:
+    """Each schema, volume and secret scope, resolved and parsed by its typed model."""
+    typed: dict[str, dict[str, Any]] = {}
+    for kind, model in _TYPED_RESOURCES.items():
+        for key, spec in _mapping(resources.get(kind), f"resources.{kind}").items():
+            where = f"resources.{kind}.{key}"
+            resolved = _mapping(references.resolve(spec, where), where)
+            if kind == "schemas":
+                resolved = {**resolved, "name": schema_prefix + str(resolved.get("name", ""))}
+            typed.setdefault(kind, {})[key] = _typed(model, resolved, where)
+    return typed
 
 
 def _merged_files(root: Path) -> dict[str, Any]:
@@ -229,10 +352,24 @@ def _all_resources(document: Mapping[str, Any], where: str) -> Iterable[dict[str
 
 
 def _rebase_wheels(root: Path, folder: Path, job: Mapping[str, Any]) -> None:
+    """Local wheel paths of the job's task libraries and environment dependencies, made
+    relative to the bundle root."""
     for task in _sequence(job.get("tasks"), "tasks"):
         for library in _sequence(_mapping(task, "task").get("libraries"), "libraries"):
             if isinstance(library, dict) and is_local_path(library.get("whl")):
                 library["whl"] = _relative_posix(root, folder / library["whl"])
+    for environment in _sequence(job.get("environments"), "environments"):
+        spec = _mapping(_mapping(environment, "environment").get("spec"), "environment spec")
+        dependencies = _sequence(spec.get("dependencies"), "dependencies")
+        spec["dependencies"] = [
+            _relative_posix(root, folder / path) if _is_local_wheel(path) else path
+            for path in dependencies
+        ]
+
+
+def _is_local_wheel(path: Any) -> bool:
+    """A dependency that names a wheel of the bundle (not a PyPI requirement like `x>=1`)."""
+    return is_local_path(path) and str(path).endswith(".whl")
 
 
 def _check_no_duplicate_resources(
@@ -368,12 +505,6 @@ def _job(
     run_as = modes.run_as(spec.get("run_as"), f"job {key!r} run_as") or bundle_run_as
     if run_as:
         spec["run_as"] = run_as
-    for parameter in _sequence(spec.get("parameters"), f"job {key!r} parameters"):
-        if not isinstance(parameter.get("default"), str):
-            raise BundleError(
-                f"job {key!r} parameter {parameter.get('name')!r} needs a string default "
-                f"(the Jobs API takes strings): quote it, found {parameter.get('default')!r}"
-            )
     spec = _pruned(spec)
     settings = JobSettings.from_dict(spec)
     lost = _differences(spec, settings.as_dict(), key)
@@ -384,6 +515,15 @@ def _job(
         )
     acl = modes.access_control(bundle_permissions, job_permissions, key)
     return Job(key, settings, tuple(acl))
+
+
+def _check_parameter_defaults(key: str, spec: Mapping[str, Any]) -> None:
+    for parameter in _sequence(spec.get("parameters"), f"job {key!r} parameters"):
+        if not isinstance(parameter.get("default"), str):
+            raise BundleError(
+                f"job {key!r} parameter {parameter.get('name')!r} needs a string default "
+                f"(the Jobs API takes strings): quote it, found {parameter.get('default')!r}"
+            )
 
 
 def _check_artifacts(document: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from typing import Any
 
 from binlake import command_line
 from binlake.bundle.definition import Bundle, Job
@@ -42,7 +43,34 @@ def validate(bundle: Bundle) -> list[str]:
         raise BundleError(
             f"bundle {bundle.name!r}, target {bundle.target!r}: " + "; ".join(problems)
         )
-    return summary
+    return summary + _other_resources(bundle)
+
+
+def _other_resources(bundle: Bundle) -> list[str]:
+    """One line per schema, volume and secret scope: its full name and who gets what on it
+    (none for a target without a workspace, which only runs locally)."""
+    lines: list[str] = []
+    if not bundle.connection.settings:
+        return lines
+    for key, schema in bundle.resources.get("schemas", {}).items():
+        lines.append(f"schema {schema.catalog_name}.{schema.name} ({key})" + _grants(schema))
+    for key, volume in bundle.resources.get("volumes", {}).items():
+        name = f"{volume.catalog_name}.{volume.schema_name}.{volume.name}"
+        lines.append(f"volume {name} ({key})" + _grants(volume))
+    for key, scope in bundle.resources.get("secret_scopes", {}).items():
+        given = [
+            f"{p.level.value} for {p.user_name or p.group_name or p.service_principal_name}"
+            for p in scope.permissions
+        ]
+        lines.append(f"secret scope {scope.name} ({key})" + "".join(f"; {g}" for g in given))
+    return lines
+
+
+def _grants(resource: Any) -> str:
+    return "".join(
+        f"; {', '.join(p.value for p in grant.privileges)} for {grant.principal or '(nobody)'}"
+        for grant in resource.grants
+    )
 
 
 def describe(bundle: Bundle) -> list[str]:
@@ -56,9 +84,11 @@ def describe(bundle: Bundle) -> list[str]:
 
 
 def _deployed_as(job: Job) -> list[str]:
-    """What a deploy makes of the job besides its tasks: pause states, run_as, permissions."""
+    """What a deploy makes of the job besides its tasks: compute, pause states, run_as,
+    permissions."""
     settings = job.settings
-    facts = [
+    facts = [_compute(job)] if _compute(job) else []
+    facts += [
         f"{name} {trigger.pause_status.value}"
         for name, trigger in (
             ("schedule", settings.schedule),
@@ -76,6 +106,23 @@ def _deployed_as(job: Job) -> list[str]:
         for entry in job.access_control
     ]
     return facts
+
+
+def _compute(job: Job) -> str:
+    """Where the job runs: a serverless environment, or its job clusters' node types."""
+    settings = job.settings
+    clusters = [
+        f"job cluster {c.new_cluster.node_type_id or '(policy default)'} "
+        f"× {c.new_cluster.num_workers or 0}"
+        for c in settings.job_clusters or []
+        if c.new_cluster is not None
+    ]
+    environments = [
+        f"serverless environment {e.spec.environment_version or e.spec.client}"
+        for e in settings.environments or []
+        if e.spec is not None
+    ]
+    return ", ".join(clusters + environments)
 
 
 def check_cli_call(where: str, arguments: list[str]) -> None:
