@@ -82,7 +82,9 @@ def _config(source: dict[str, Any], lake: Path, sections: dict[str, dict[str, An
             "server_id_range": [low, low + 19],
         },
         "snapshot": {"chunk_size": 100, "parallelism": 2},
-        "lake": {"root": str(lake)},
+        # The event log is on by default; its tests turn it on (an append per run start, end
+        # and stream batch would cost the suite minutes where nothing reads it).
+        "lake": {"root": str(lake), "event_log": False},
     }
     for section, values in sections.items():
         raw.setdefault(section, {}).update(values)

@@ -89,6 +89,7 @@ def test_a_backlog_drains_in_bounded_batches_that_end_between_transactions(
     config = make_config(
         snapshot={"chunk_size": 200},
         stream={"trigger_interval": "1s", "max_bytes_per_batch": BUDGET},
+        lake={"event_log": True},
     )
     jobs.run(spark, config)  # snapshot, then a first catch-up
     before = _batch_ends(config)

@@ -96,7 +96,7 @@ def test_catalog_holds_bronze_changelog_and_silver(
     _setup(db_env, database)
     config = make_config(
         source={"tables": CAPTURED},
-        lake={"catalog": CATALOG},
+        lake={"catalog": CATALOG, "event_log": True},
         snapshot={"chunk_size": 100, "parallelism": 2, "chunks_per_commit": 2},
         stream={"trigger_interval": "1s"},
     )

@@ -43,7 +43,9 @@ def test_the_event_log_records_each_step_of_a_lifecycle_as_the_lake_does(
     sql: Callable[..., Any],
 ) -> None:
     seed_items(sql, 600, copy="others")
-    config = make_config(snapshot={"chunk_size": 100}, stream={"trigger_interval": "1s"})
+    config = make_config(
+        snapshot={"chunk_size": 100}, stream={"trigger_interval": "1s"}, lake={"event_log": True}
+    )
     job, items, others = config.stream.job_name, f"{database}.items", f"{database}.others"
     with pytest.raises(SnapshotIncompleteError) as refused:
         jobs.stream(spark, config, available_now=True)

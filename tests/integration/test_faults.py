@@ -451,7 +451,11 @@ def test_a_stream_behind_for_half_the_binlog_expiry_warns_before_the_purge(
     # batch), and the event log keeps each warning where the stream stood.
     monkeypatch.setattr("binlake.sink.RETENTION_CHECK_S", 0.0)
     bounded = make_private_config(
-        server, DATABASE, snapshot={"chunk_size": 100}, stream={"max_bytes_per_batch": 2048}
+        server,
+        DATABASE,
+        snapshot={"chunk_size": 100},
+        stream={"max_bytes_per_batch": 2048},
+        lake={"event_log": True},
     )
     start = checkpoint_offset(ArrowFiles(), bounded)
     assert warned_after(5.0, bounded)
@@ -487,7 +491,9 @@ def test_a_purged_resume_offset_starts_the_job_anew_from_a_new_snapshot(
 
     server = private_mariadb({})
     _create_items(server, 300)
-    config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
+    config = make_private_config(
+        server, DATABASE, snapshot={"chunk_size": 100}, lake={"event_log": True}
+    )
     jobs.run(spark, config)
     lost_at = checkpoint_offset(ArrowFiles(), config)
     _purge_behind_the_stream(server)

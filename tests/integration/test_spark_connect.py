@@ -100,6 +100,7 @@ def test_snapshot_stream_schema_change_and_verify_through_spark_connect(
     config = make_config(
         snapshot={"chunk_size": 100, "parallelism": 2},
         stream={"trigger": "available_now", "trigger_interval": "1s"},
+        lake={"event_log": True},
     )
     config_file = write_config(config, tmp_path / "binlake.yml")
     with contextlib.ExitStack() as racing:
