@@ -322,11 +322,19 @@ class StreamConfig(_Section):
         return self
 
 
+class SilverConfig(_Section):
+    #: `hard`: a row deleted at the source is deleted from silver. `soft`: it stays, with
+    #: `_deleted_at` set to the delete's binlog commit time (NULL on live rows); a key inserted
+    #: again is live again.
+    deletes: Literal["hard", "soft"] = "hard"
+
+
 class Config(_Section):
     source: SourceConfig
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
     lake: LakeConfig = Field(default_factory=LakeConfig)
     stream: StreamConfig = Field(default_factory=StreamConfig)
+    silver: SilverConfig = Field(default_factory=SilverConfig)
 
     @model_validator(mode="after")
     def _enough_server_ids(self) -> Config:

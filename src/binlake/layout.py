@@ -25,6 +25,8 @@ def ledger_path(config: Config) -> str:
     return system_path(config, "chunks")
 
 
+#: With `silver.deletes: soft`, the silver column holding when the source deleted the row.
+DELETED_COLUMN = "_deleted_at"
 #: The event log's table name in the silver schema, with `lake.catalog`.
 EVENTS_TABLE = "binlake_events"
 

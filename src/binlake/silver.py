@@ -34,6 +34,7 @@ from binlake.lake import (
     lake_table,
     source_prefix,
 )
+from binlake.layout import DELETED_COLUMN
 from binlake.schema import TableSchema
 from binlake.typemap import exact_key, key_literal, spark_schema
 
@@ -86,25 +87,30 @@ def ensure_silver(
     """
     silver = silver_table(config, table)
     exists = silver.exists(spark)
+    soft = config.silver.deletes == "soft"
     if exists and not replace:
+        if soft:
+            _keep_deleted_rows(spark, silver)
         return
     columns = list(table.column_names)
+    deleted = [F.lit(None).cast(T.TimestampType()).alias(DELETED_COLUMN)] if soft else []
     if from_bronze:
         bronze = bronze_table(config, table).read(spark)
         key = [F.col(column_name(k)) for k in table.key]
         rows = bronze.select(
             *[F.col(column_name(c)) for c in columns],
             offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
+            *deleted,
         )
         one_file = bronze_rows is not None and bronze_rows <= SILVER_FILE_ROWS
         initial = (
             rows.coalesce(1) if one_file else rows.repartitionByRange(*key)
         ).sortWithinPartitions(*key)
     else:
-        schema = T.StructType(
-            [*spark_schema(table).fields, T.StructField(OFFSET_COLUMN, T.StringType())]
-        )
-        initial = spark.createDataFrame([], schema)
+        meta = [T.StructField(OFFSET_COLUMN, T.StringType())]
+        if soft:
+            meta.append(T.StructField(DELETED_COLUMN, T.TimestampType()))
+        initial = spark.createDataFrame([], T.StructType([*spark_schema(table).fields, *meta]))
     mapping = column_mapping(columns)
     if mapping and not exists and from_bronze:
         # Delta refuses a table's first commit holding rows when it maps columns by name and
@@ -114,6 +120,15 @@ def ensure_silver(
         exists = True
     _save_silver(initial, silver, mapping, "overwrite" if exists else "error")
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
+
+
+def _keep_deleted_rows(spark: SparkSession, silver: LakeTable) -> None:
+    """A silver made under `deletes: hard` gets `_deleted_at` when the config turns soft: its
+    rows are live, the rows deleted before are gone, and deletes from now on are kept."""
+    schema = silver.schema(spark)
+    if schema is not None and DELETED_COLUMN not in schema.fieldNames():
+        spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({DELETED_COLUMN} TIMESTAMP)")
+        log.info("%s keeps deleted rows from now on (%s)", silver, DELETED_COLUMN)
 
 
 def _save_silver(frame: DataFrame, silver: LakeTable, mapping: dict[str, str], mode: str) -> None:
@@ -142,13 +157,26 @@ def require_silver(spark: SparkSession, config: Config, table: TableSchema) -> N
         )
 
 
-def data_columns(spark: SparkSession, silver: LakeTable) -> T.StructType | None:
-    """Silver's data columns (its schema without `_binlake_offset`); None if there is no such
-    silver table."""
+def meta_columns(config: Config) -> tuple[str, ...]:
+    """silver's columns that are binlake's, not the source's."""
+    return (OFFSET_COLUMN, DELETED_COLUMN) if config.silver.deletes == "soft" else (OFFSET_COLUMN,)
+
+
+def data_columns(spark: SparkSession, silver: LakeTable, config: Config) -> T.StructType | None:
+    """Silver's data columns (its schema without `_binlake_offset`, and `_deleted_at` with soft
+    deletes); None if there is no such silver table."""
     schema = silver.schema(spark)
     if schema is None:
         return None
-    return T.StructType([f for f in schema.fields if f.name != OFFSET_COLUMN])
+    meta = meta_columns(config)
+    return T.StructType([f for f in schema.fields if f.name not in meta])
+
+
+def live_rows(silver: DataFrame) -> DataFrame:
+    """Silver's rows the source holds: without the soft-deleted ones."""
+    if DELETED_COLUMN in silver.columns:
+        return silver.where(F.col(DELETED_COLUMN).isNull())
+    return silver
 
 
 def typed_changes(
@@ -267,7 +295,7 @@ class TableApply:
         (a replayed batch changes nothing). Source columns are `s` + silver's name, the change's
         operation is `s` alone: `LakeTable.merge` names silver's columns unqualified."""
         names = [*self.columns.fieldNames(), OFFSET_COLUMN]
-        s = source_prefix(names)
+        s = source_prefix([*names, DELETED_COLUMN])
 
         def source(name: str) -> Column:
             return F.col(column_name(s + name))
@@ -275,8 +303,11 @@ class TableApply:
         image = F.when(F.col("_op") == "delete", F.col("_before")).otherwise(F.col("_after"))
         fields = [F.col(f"_image.{column_name(c)}").alias(s + c) for c in names[:-1]]
         flat = typed.select(
-            F.col("_op").alias(s), F.col("_offset").alias(s + OFFSET_COLUMN), image.alias("_image")
-        ).select(s, s + OFFSET_COLUMN, *fields)
+            F.col("_op").alias(s),
+            F.col("_offset").alias(s + OFFSET_COLUMN),
+            F.timestamp_seconds("_ts").alias(s + DELETED_COLUMN),
+            image.alias("_image"),
+        ).select(s, s + OFFSET_COLUMN, s + DELETED_COLUMN, *fields)
         latest = Window.partitionBy(*[source(k) for k in self.table.key]).orderBy(
             source(OFFSET_COLUMN).desc()
         )
@@ -287,17 +318,33 @@ class TableApply:
         values = {column_name(c): source(c) for c in names}
         newer = F.col(column_name(OFFSET_COLUMN)) < source(OFFSET_COLUMN)
         deleted = F.col(column_name(s)) == "delete"
-        (
-            silver_table(self.config, self.table)
-            .merge(collapsed, on)
-            .whenMatched(deleted & newer)
-            .delete()
-            .whenMatched(~deleted & newer)
-            .update(values)
-            .whenNotMatched(~deleted)
-            .insert(values)
-            .merge()
-        )
+        merge = silver_table(self.config, self.table).merge(collapsed, on)
+        if self.config.silver.deletes == "soft":
+            # A delete keeps the row as it was (its before image) with the delete's commit
+            # time; a later insert of the key makes it live again. Like the upserts, each
+            # clause needs a newer change, so a replay changes nothing.
+            gone = {**values, column_name(DELETED_COLUMN): source(DELETED_COLUMN)}
+            live = {**values, column_name(DELETED_COLUMN): F.lit(None).cast(T.TimestampType())}
+            merge = (
+                merge.whenMatched(deleted & newer)
+                .update(gone)
+                .whenMatched(~deleted & newer)
+                .update(live)
+                .whenNotMatched(deleted)
+                .insert(gone)
+                .whenNotMatched(~deleted)
+                .insert(live)
+            )
+        else:
+            merge = (
+                merge.whenMatched(deleted & newer)
+                .delete()
+                .whenMatched(~deleted & newer)
+                .update(values)
+                .whenNotMatched(~deleted)
+                .insert(values)
+            )
+        merge.merge()
 
     def _target_keys(self, summary: Row) -> Column:
         """A target-only predicate naming the batch's keys: their list when short, else their

@@ -128,10 +128,10 @@ def _apply_column_change(
     spark: SparkSession, config: Config, silver: LakeTable, after: TableSchema, change: ColumnChange
 ) -> None:
     evolve = config.stream.schema_changes == "evolve"
-    held = data_columns(spark, silver) or T.StructType([])
+    held = data_columns(spark, silver, config) or T.StructType([])
     if change.kind == "add":
         _make_room(spark, silver, "", change.column, change.new_type, held)
-        _add_column(spark, silver, after, change.column, change.new_type)
+        _add_column(spark, config, silver, after, change.column, change.new_type)
     elif change.kind == "drop" and evolve:
         if _field(held, change.column) is not None:  # else dropped by a run cut short
             _enable_column_mapping(spark, silver)
@@ -146,7 +146,7 @@ def _apply_column_change(
                 )
         else:
             _make_room(spark, silver, "", change.column, change.old_type, held)
-            _add_column(spark, silver, after, change.column, change.old_type)
+            _add_column(spark, config, silver, after, change.column, change.old_type)
             silver.update(spark, {column_name(change.column): F.col(column_name(change.old_name))})
     elif change.kind == "retype" and change.new_type is not None:
         held_type = _field(held, change.column)
@@ -220,14 +220,19 @@ def _image_sides_holding(spark: SparkSession, changelog: LakeTable, column: str)
 
 
 def _add_column(
-    spark: SparkSession, silver: LakeTable, after: TableSchema, column: str, kind: T.DataType | None
+    spark: SparkSession,
+    config: Config,
+    silver: LakeTable,
+    after: TableSchema,
+    column: str,
+    kind: T.DataType | None,
 ) -> None:
     """Add `column` unless silver has it; the rows silver holds (all written before the DDL:
     its later rows are merged after it) take the source's literal default, as the source's rows
     do. The default is set whether or not the column was just added, so a run cut short between
     the two converges; a column silver already held (a lenient drop, now added again) is set to
     the default or NULL, dropping the values of the column the source dropped."""
-    columns = data_columns(spark, silver)
+    columns = data_columns(spark, silver, config)
     if columns is None or kind is None:
         return
     held = _field(columns, column) is not None
@@ -270,13 +275,13 @@ def _bring_in(
         # Created again (after a DROP, or by CREATE OR REPLACE): the new table starts empty, and
         # its Change Data Feed shows the old rows' deletes.
         silver.delete(spark)
-        held = data_columns(spark, silver) or T.StructType([])
+        held = data_columns(spark, silver, config) or T.StructType([])
         for field in spark_schema(after).fields:
             _make_room(spark, silver, "", field.name, field.dataType, held)
             _make_room_in_changelog(spark, config, after, field.name, field.dataType)
             same = _field(held, field.name)
             if same is None or same.dataType != field.dataType:
-                _add_column(spark, silver, after, field.name, field.dataType)
+                _add_column(spark, config, silver, after, field.name, field.dataType)
     else:
         ensure_silver(spark, config, after, from_bronze=False)
     log.info("%s created %s: captured from its first row", change.table, change.where())

@@ -22,10 +22,11 @@ from pyspark.sql import SparkSession
 from binlake.config import Config
 from binlake.lake import PathTable, lake_table
 from binlake.lake_files import ArrowFiles, LakeFiles, join
-from binlake.layout import checkpoint_path, ledger_path
+from binlake.layout import DELETED_COLUMN, checkpoint_path, ledger_path
 from binlake.ledger import ChunkState, chunk_state
 from binlake.offsets import bytes_behind
 from binlake.retention import duration, expiry_seconds
+from binlake.silver import live_rows
 from binlake.snapshot import batch_ids, with_resolved_password
 from binlake.source import binlog_sizes, connection, current_offset
 from binlake.stream import checkpoint_offset
@@ -83,7 +84,8 @@ def ledger_chunks(path: str) -> list[ChunkState]:
 
 
 def _silver_rows(config: Config, table: str, spark: Callable[[], SparkSession]) -> int | None:
-    """Silver's exact row count; None before silver exists."""
+    """Silver's exact count of live rows (soft-deleted rows left out); None before silver
+    exists."""
     database, name = table.split(".", 1)
     silver = lake_table(config.lake, "silver", database, name)
     if isinstance(silver, PathTable):
@@ -92,10 +94,17 @@ def _silver_rows(config: Config, table: str, spark: Callable[[], SparkSession]) 
         except TableNotFoundError:
             return None
         # An exact count: `DeltaTable.count()` sums file statistics, blind to deletion vectors.
-        counted = QueryBuilder().register("silver", delta).execute("SELECT count(*) FROM silver")
+        live = (
+            f" WHERE {DELETED_COLUMN} IS NULL"
+            if DELETED_COLUMN in delta.schema().to_arrow().names
+            else ""
+        )
+        counted = (
+            QueryBuilder().register("silver", delta).execute(f"SELECT count(*) FROM silver{live}")
+        )
         return int(pa.table(counted.read_all()).column(0)[0].as_py())
     session = spark()
-    return silver.read(session).count() if silver.exists(session) else None
+    return live_rows(silver.read(session)).count() if silver.exists(session) else None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pymysql
 from binlake.binlog import check_binlog_dump
 from binlake.config import Config, SourceConfig
 from binlake.errors import ConfigError, SourceError
-from binlake.layout import EVENTS_TABLE
+from binlake.layout import DELETED_COLUMN, EVENTS_TABLE
 from binlake.schema import TableSchema
 from binlake.source import (
     ER_COLUMNACCESS_DENIED,
@@ -70,6 +70,7 @@ def validate(
     if not tables:
         raise SourceError(f"database {config.source.database!r} has no tables to capture")
     _check_event_table_name(config, tables)
+    _check_soft_delete_column(config, tables)
     if server_id is None:
         server_id = config.snapshot_server_id(0)
     check_privileges(conn, config.source, tables, server_id)
@@ -79,6 +80,20 @@ def validate(
         except SourceError as exc:
             raise SourceError(f"table {table.qualified}: {exc}") from None
     return tables
+
+
+def _check_soft_delete_column(config: Config, tables: list[TableSchema]) -> None:
+    """With `silver.deletes: soft`, silver's `_deleted_at` is binlake's: refuse a captured table
+    with a column of that name, whose values would have nowhere to go."""
+    if config.silver.deletes != "soft":
+        return
+    for table in tables:
+        if any(name.lower() == DELETED_COLUMN for name in table.column_names):
+            raise ConfigError(
+                f"table {table.qualified} has a column {DELETED_COLUMN!r}, which silver.deletes: "
+                "soft adds to silver for the delete's time: leave the table out of "
+                "source.tables, or keep silver.deletes: hard"
+            )
 
 
 def _check_event_table_name(config: Config, tables: list[TableSchema]) -> None:

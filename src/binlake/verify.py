@@ -27,7 +27,7 @@ from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger
 from binlake.planner import key_order
 from binlake.schema import TableSchema
-from binlake.silver import silver_table
+from binlake.silver import live_rows, silver_table
 from binlake.snapshot import read_chunks, with_resolved_password
 from binlake.source import connection
 from binlake.validation import validate
@@ -74,7 +74,9 @@ def verify_silver(spark: SparkSession, config: Config) -> VerifyReport:
         ]
         rows, _ = read_chunks(spark, config, source, table, chunks)
         source_digest = {r["_chunk_id"]: r for r in _digest(rows, table.column_names).collect()}
-        silver = _assign_chunks(silver_table(config, table).read(spark), source, table, chunks)
+        silver = _assign_chunks(
+            live_rows(silver_table(config, table).read(spark)), source, table, chunks
+        )
         silver_digest = {r["_chunk_id"]: r for r in _digest(silver, table.column_names).collect()}
         for chunk in chunks:
             ours, theirs = source_digest.get(chunk.chunk_id), silver_digest.get(chunk.chunk_id)

@@ -109,15 +109,19 @@ def source_columns(sql: Any, table: str) -> list[tuple[str, T.DataType]]:
     return columns
 
 
-def assert_silver_is_source(spark: Any, sql: Any, config: Any, table: str) -> list[str]:
-    """Silver's rows, projected on the source's columns, equal the source's; returns silver's
-    column names."""
+def assert_silver_is_source(
+    spark: Any, sql: Any, config: Any, table: str, where: str | None = None
+) -> list[str]:
+    """Silver's rows (those matching `where`, if given), projected on the source's columns,
+    equal the source's; returns silver's column names."""
     columns = source_columns(sql, table)
     names = [n for n, _ in columns]
     schema = T.StructType([T.StructField(n, t, True) for n, t in columns])
     quoted = ", ".join(f"`{n}`" for n in names)
     expected = spark.createDataFrame(sql(f"SELECT {quoted} FROM `{table}`"), schema)
     silver = lake_table(config.lake, "silver", config.source.database, table).read(spark)
+    if where is not None:
+        silver = silver.where(where)
     actual = silver.select(*[silver[f"`{n}`"].cast(t).alias(n) for n, t in columns])
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
     return [f.name for f in silver.schema.fields]

@@ -452,3 +452,11 @@ def test_a_password_secret_must_be_scope_slash_key(reference: str) -> None:
 def test_a_password_secret_is_kept_as_its_reference() -> None:
     config = parse_config({"source": {"database": "shop", "password_secret": "binlake/pw"}})
     assert config.source.password_secret == "binlake/pw"
+
+
+def test_silver_deletes_are_hard_unless_soft_is_asked_for() -> None:
+    assert parse_config({"source": {"database": "shop"}}).silver.deletes == "hard"
+    soft = parse_config({"source": {"database": "shop"}, "silver": {"deletes": "soft"}})
+    assert soft.silver.deletes == "soft"
+    with pytest.raises(ConfigError, match=r"silver\.deletes"):
+        parse_config({"source": {"database": "shop"}, "silver": {"deletes": "archive"}})
