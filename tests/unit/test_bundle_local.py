@@ -232,3 +232,22 @@ def test_stream_jobs_take_their_batch_bound_and_purge_remedy_as_parameters(
     config = cli.config_from_args(cli.build_parser().parse_args(stream))
     expected = getattr(StreamConfig(), key) if given is None else given
     assert getattr(config.stream, key) == expected
+
+
+@pytest.mark.parametrize(
+    "job", ["bronze_snapshot", "silver_stream", "silver_catchup", "reset_tables"]
+)
+@pytest.mark.parametrize("given", [None, "soft"])
+def test_every_task_takes_how_silver_keeps_deletes_as_a_parameter(job: str, given: Any) -> None:
+    """`silver_deletes` reaches every task, the snapshot's too (a reset rebuilds silver), so
+    one run never meets another's kind of silver."""
+    recorder = Recorder()
+    params = {"tables": "items"} if job == "reset_tables" else {}
+    params.update({} if given is None else {"silver_deletes": given})
+
+    run_job(load_bundle(REPO, "local"), job, params, execute=recorder)
+
+    assert recorder.calls
+    for call in recorder.calls:
+        config = cli.config_from_args(cli.build_parser().parse_args(call))
+        assert config.silver.deletes == (given or "hard")
