@@ -12,7 +12,7 @@ DB_ENV = eval "$$(scripts/db.sh env)"
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: $(VENV)/.installed .cache/.delta-jars /usr/sbin/mariadbd /usr/bin/pt-online-schema-change ## Virtualenv, MariaDB server, Percona Toolkit (tests), Delta jars
+setup: $(VENV)/.installed .cache/.delta-jars .cache/lts-runtime/.installed /usr/sbin/mariadbd /usr/bin/pt-online-schema-change ## Virtualenv, MariaDB server, Percona Toolkit (tests), Delta jars, the LTS runtime (tests)
 
 $(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 	python3 -m venv $(VENV)
@@ -32,6 +32,15 @@ $(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 
 .cache/.delta-jars: $(VENV)/.installed
 	$(PY) -m binlake.spark  # resolves Delta's jars from Maven Central into .cache/ivy
+	touch $@
+
+# The oldest runtime binlake supports, as a job cluster has it (Databricks Runtime 17.3 LTS:
+# Spark 4.0, Delta 4.0): the tests run the wheel on it too. Its Delta jars go to their own cache.
+LTS_RUNTIME := pyspark==4.0.1 delta-spark==4.0.1 py4j==0.10.9.9
+.cache/lts-runtime/.installed: $(VENV)/.installed
+	rm -rf .cache/lts-runtime
+	$(PY) -m pip install -q --no-deps --target .cache/lts-runtime $(LTS_RUNTIME)
+	PYTHONPATH=.cache/lts-runtime $(PY) -m binlake.spark
 	touch $@
 
 db-up: /usr/sbin/mariadbd ## Start the project's MariaDB (127.0.0.1:13306, data in .db/)

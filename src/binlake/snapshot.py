@@ -17,6 +17,7 @@ pass: nothing is staged or read twice.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import queue
 import threading
@@ -560,7 +561,8 @@ def read_chunks(
     reports = Observation()
     rows = (
         indexes.mapInArrow(reader, schema)
-        .observe(reports, F.collect_list(REPORT).alias("reports"))
+        # As JSON text: Spark 4.0 hands an observed array back as a py4j object, not a list.
+        .observe(reports, F.to_json(F.collect_list(REPORT)).alias("reports"))
         .where(F.col(REPORT).isNull())
         .drop(REPORT)
     )
@@ -570,8 +572,9 @@ def read_chunks(
 def chunk_reports(observation: Observation) -> list[ChunkReport]:
     """The reports of a chunk read frame that ran (see `read_chunks`)."""
     return [
-        (r.chunk_id, r.lw_file, r.lw_pos, r.hw_file, r.hw_pos, r.rows)
-        for r in observation.get.get("reports", [])  # none: `chunk_results` refuses the batch
+        (r["chunk_id"], r["lw_file"], r["lw_pos"], r["hw_file"], r["hw_pos"], r["rows"])
+        # none: `chunk_results` refuses the batch
+        for r in json.loads(observation.get.get("reports") or "[]")
     ]
 
 

@@ -16,22 +16,25 @@ import re
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from importlib.metadata import version
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 
 def ivy_dir() -> str:
-    """Where Spark's package resolution caches Delta's jars: `BINLAKE_IVY_DIR` (the Makefile's
-    `.cache/ivy`), else the checkout's `.cache/ivy` when binlake runs from its source tree, else a
-    cache in the user's home: an installed wheel has no tree, and its site-packages may not be
-    writable."""
-    if "BINLAKE_IVY_DIR" in os.environ:
-        return os.environ["BINLAKE_IVY_DIR"]
+    """Where Spark's package resolution caches Delta's jars, one folder per Delta release (a
+    local session loads every jar of it, so an LTS Spark's Delta must not share it): under
+    `BINLAKE_IVY_DIR` (the Makefile's `.cache/ivy`), else the checkout's `.cache/ivy` when binlake
+    runs from its source tree, else a cache in the user's home: an installed wheel has no tree,
+    and its site-packages may not be writable."""
+    base = os.environ.get("BINLAKE_IVY_DIR")
     checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file():
-        return str(checkout / ".cache" / "ivy")
-    return str(Path.home() / ".cache" / "binlake" / "ivy")
+    if base is None and (checkout / "pyproject.toml").is_file():
+        base = str(checkout / ".cache" / "ivy")
+    elif base is None:
+        base = str(Path.home() / ".cache" / "binlake" / "ivy")
+    return str(Path(base, f"delta-{version('delta-spark')}"))
 
 
 def local_session(
@@ -110,14 +113,16 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-#: The oldest Spark binlake runs on: its binlog source is a Python streaming data source with
-#: Trigger.AvailableNow (`stream --available-now`), which Spark supports from 4.2 (SPARK-55304).
-MINIMUM_SPARK = (4, 2)
+#: The oldest Spark binlake runs on: its binlog source is a Python streaming data source, which
+#: Spark has from 4.0 (Databricks Runtime 17.3 LTS). Spark 4.0 and 4.1 give such a source no
+#: read limits and no Trigger.AvailableNow of its own (4.2 does, SPARK-55304): the source and the
+#: stream make up for both (`stream_source.BinlogStreamReader`, `stream._start_and_follow`).
+MINIMUM_SPARK = (4, 0)
 
 
 def check_spark_version() -> None:
     """Refuse an older Spark in one line instead of an ImportError deep in the stream source
-    (a Databricks job cluster on a runtime before 19)."""
+    (a Databricks job cluster on a runtime before 17)."""
     import pyspark
 
     from binlake.errors import ConfigError
@@ -126,8 +131,9 @@ def check_spark_version() -> None:
     if found < MINIMUM_SPARK:
         raise ConfigError(
             f"binlake needs Spark {'.'.join(map(str, MINIMUM_SPARK))} or later (its binlog "
-            "stream source uses Spark 4.2's Python streaming API), this runtime has Spark "
-            f"{pyspark.__version__}: on Databricks, run the job clusters on 19.x-scala2.13 or later"
+            "stream source is a Python streaming data source), this runtime has Spark "
+            f"{pyspark.__version__}: on Databricks, run the job clusters on 17.3 LTS "
+            "(17.3.x-scala2.13) or later"
         )
 
 

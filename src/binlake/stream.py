@@ -12,12 +12,12 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from binlake.binlog import check_available, first_offset_at_or_after
 from binlake.config import Config, SourceConfig
@@ -280,8 +280,12 @@ def _start_and_follow(
         table = by_name[name]
         if not first_start:
             require_silver(spark, config, table)
+        # Silver from bronze starts in bronze's schema, the one in force at the stream's start,
+        # not the server's of now: DDL since then is the stream's to apply, in order.
+        entry = history.at(name, start) if initial else None
         ensure_silver(
-            spark, config, table, from_bronze=initial, replace=first_start and initial,
+            spark, config, entry.schema if entry and entry.schema else table,
+            from_bronze=initial, replace=first_start and initial,
             bronze_rows=snapshot_rows(chunks, name),
         )  # fmt: skip
         if not history.entries(name):  # a lake from before the schema history
@@ -293,8 +297,45 @@ def _start_and_follow(
     spec = stream_spec(config, source, start, marks)
     if initial:
         join_ready_tables(spark, config, spec, by_name, start)
-    spark.dataSource.register(binlog_source(spec))
     sink = BatchSink(config, spec, tables, checkpoint_path(config), files)
+    log.info(
+        "stream %s: starting at %s (%s)",
+        config.stream.job_name, start, "resume" if resume else config.stream.startup_mode,
+        extra=event("stream_start", sorted(joined), start),
+    )  # fmt: skip
+    resnapshots = Resnapshots(spark, config, list(by_name))
+    # Spark 4.0/4.1 run a Python source's AvailableNow as one batch (of at most
+    # stream.max_bytes_per_batch, or the batch a crash left planned): the catch-up starts the
+    # query again, from where it ended, until it reaches the head it began at. (Which Spark the
+    # source runs on is the server's: a Spark Connect client may be newer.)
+    target = _head(source) if available_now else None
+    batches = changes = 0
+    while True:
+        spark.dataSource.register(binlog_source(spec))
+        query = _query(spark, config, spec, sink, available_now).start()
+        try:
+            ran = _follow(query, config, lease, resnapshots)
+        except StreamingQueryException as failure:
+            raise sink.failure or carried_by(failure) or failure from None
+        batches, changes = batches + ran[0], changes + ran[1]
+        reached = checkpoint_offset(files, config) or spec.start
+        if target is None or reached >= target or reached <= spec.start:
+            break
+        spec = replace(spec, start=reached)
+    if available_now:
+        resnapshots.finish(spec, by_name, checkpoint_offset(files, config) or start)
+    return StreamSummary(batches, changes, time.monotonic() - started)
+
+
+def _head(source: SourceConfig) -> BinlogOffset:
+    with connection(source) as conn:
+        return current_offset(conn)
+
+
+def _query(
+    spark: SparkSession, config: Config, spec: StreamSpec, sink: BatchSink, available_now: bool
+) -> DataStreamWriter:
+    """The stream query of `spec`'s registered source into `sink`, not started yet."""
     writer = (
         spark.readStream.format(spec.name)
         .load()
@@ -303,25 +344,10 @@ def _start_and_follow(
         .queryName(config.stream.job_name)
     )
     if available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        # Spark parses "N milliseconds", not the config's "5s" shorthand.
-        interval = round(config.stream.trigger_seconds * 1000)
-        writer = writer.trigger(processingTime=f"{interval} milliseconds")
-    log.info(
-        "stream %s: starting at %s (%s)",
-        config.stream.job_name, start, "resume" if resume else config.stream.startup_mode,
-        extra=event("stream_start", sorted(joined), start),
-    )  # fmt: skip
-    resnapshots = Resnapshots(spark, config, list(by_name))
-    query = writer.start()
-    try:
-        batches, changes = _follow(query, config, lease, resnapshots)
-    except StreamingQueryException as failure:
-        raise sink.failure or carried_by(failure) or failure from None
-    if available_now:
-        resnapshots.finish(spec, by_name, checkpoint_offset(files, config) or start)
-    return StreamSummary(batches, changes, time.monotonic() - started)
+        return writer.trigger(availableNow=True)
+    # Spark parses "N milliseconds", not the config's "5s" shorthand.
+    interval = round(config.stream.trigger_seconds * 1000)
+    return writer.trigger(processingTime=f"{interval} milliseconds")
 
 
 def _follow(

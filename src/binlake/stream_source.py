@@ -33,12 +33,16 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    SupportsTriggerAvailableNow,
-)
+
+try:  # Spark 4.2+: read limits and Trigger.AvailableNow for Python sources (SPARK-55304)
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxBytes,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # Spark 4.0 and 4.1 (the LTS runtimes): `latestOffset()` is called bare
+    ReadAllAvailable = ReadLimit = ReadMaxBytes = SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 from binlake.binlog import binlog_behind, bounded_end, follow_changes
 from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
@@ -162,9 +166,17 @@ class BinlogRange(InputPartition):
 
 
 class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The binlog from `spec.start`, one micro-batch per `(start, end]` range of it.
+
+    Spark 4.2 passes each batch's start and read limit to `latestOffset`; Spark 4.0 and 4.1
+    call it bare, so the reader keeps where the last batch ended itself (`position`: the
+    job's checkpoint offset at first, then each planned batch's end) and applies
+    `stream.max_bytes_per_batch` on its own. Both bound a batch the same way."""
+
     def __init__(self, spec: StreamSpec) -> None:
         self.spec = spec
         self.target: BinlogOffset | None = None
+        self.position = spec.start
 
     def initialOffset(self) -> dict[str, Any]:
         return self.spec.start.to_dict()
@@ -183,9 +195,15 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadAllAvailable()
         return ReadMaxBytes(self.spec.max_bytes)
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, Any]:
+        if start is None:  # Spark 4.0/4.1
+            position, max_bytes = self.position, self.spec.max_bytes
+        else:
+            position = BinlogOffset.from_dict(start)
+            max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
         head = self.target or self._head()
-        position = BinlogOffset.from_dict(start)
         if head < position:
             tables = sorted(StreamTables(self.spec.tables_path, ArrowFiles()).read())
             raise binlog_behind(self.spec.source, position, head, tables, self.spec.job)
@@ -193,9 +211,9 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             head = min(head, self.spec.stop)
         if head <= position:
             return position.to_dict()
-        if isinstance(limit, ReadMaxBytes):
+        if max_bytes is not None:
             spec = self.spec
-            head = bounded_end(spec.source, spec.server_id, position, head, limit.max_bytes)
+            head = bounded_end(spec.source, spec.server_id, position, head, max_bytes)
         return head.to_dict()
 
     def reportLatestOffset(self) -> dict[str, Any]:
@@ -205,6 +223,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = BinlogOffset.from_dict(start), BinlogOffset.from_dict(end)
+        self.position = max(self.position, last)
         if last <= first:
             return []
         return [self.spec.plan(first, last)]
@@ -304,7 +323,7 @@ class ChangeBatches:
     (`change_record`), one encoder per schema a batch meets."""
 
     def __init__(self) -> None:
-        self.schema = to_arrow_schema(CHANGE_SCHEMA, timezone="UTC")
+        self.schema = to_arrow_schema(CHANGE_SCHEMA)  # no timestamps: no time zone
         # Keyed by identity and holding the schema, so a freed schema's id is never reused.
         self._encoders: dict[int, tuple[TableSchema, ImageEncoder]] = {}
 

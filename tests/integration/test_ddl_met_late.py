@@ -79,3 +79,24 @@ def test_a_routine_migration_backlog_and_enum_reorders_need_no_resnapshot(
     assert_silver_is_source(spark, sql, config, "levels")
     for table in ("items", "levels"):
         assert_changelog_holds_each_change_once(spark, config, table)
+
+
+def test_a_migration_between_the_snapshot_and_the_first_stream_start(
+    spark: Any, sql: Any, make_config: Any, racer: Any
+) -> None:
+    """On main, the stream's first start created silver from bronze in the server's schema of
+    now, with a column added after the snapshot that bronze does not have: the start failed
+    (exit 70, UNRESOLVED_COLUMN) and kept failing. Silver starts in bronze's schema, the schema
+    in force at the stream's start, and the stream then applies the migration in order."""
+    seed_items(sql, 600)
+    config = make_config()
+    with racer():
+        jobs.snapshot(spark, config)
+    with racer():
+        sql("ALTER TABLE items ADD COLUMN region VARCHAR(8) NOT NULL DEFAULT 'eu'")
+        sql("UPDATE items SET region = 'us' WHERE id % 4 = 0")
+        sql("ALTER TABLE items RENAME COLUMN qty TO quantity")
+        sql("UPDATE items SET quantity = quantity + 1 WHERE id % 7 = 0")
+    _catch_up(spark, config)
+    assert {"region", "quantity"} <= set(assert_silver_is_source(spark, sql, config, "items"))
+    assert_changelog_holds_each_change_once(spark, config, "items")
