@@ -378,6 +378,12 @@ def query(conn: pymysql.Connection, sql: str, args: Iterable[Any] = ()) -> list[
         return list(cur.fetchall())
 
 
+def head_offset(source: SourceConfig) -> BinlogOffset:
+    """The binlog head, on a connection of its own."""
+    with connection(source) as conn:
+        return current_offset(conn)
+
+
 def current_offset(conn: pymysql.Connection) -> BinlogOffset:
     """The binlog head: `SHOW MASTER STATUS` (MySQL ≥ 8.4 spells it `SHOW BINARY LOG STATUS`)."""
     try:

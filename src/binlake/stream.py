@@ -41,7 +41,7 @@ from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver, require_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import batch_ids, schema_history, with_resolved_password
-from binlake.source import connection, current_offset, logs_column_names
+from binlake.source import connection, head_offset, logs_column_names
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
 from binlake.validation import validate
 
@@ -157,8 +157,7 @@ def start_offset(
         return first_offset_at_or_after(
             source, config.stream_server_id, config.stream.startup_timestamp
         )
-    with connection(source) as conn:
-        return current_offset(conn)
+    return head_offset(source)
 
 
 @dataclass(frozen=True)
@@ -308,7 +307,7 @@ def _start_and_follow(
     # stream.max_bytes_per_batch, or the batch a crash left planned): the catch-up starts the
     # query again, from where it ended, until it reaches the head it began at. (Which Spark the
     # source runs on is the server's: a Spark Connect client may be newer.)
-    target = _head(source) if available_now else None
+    target = head_offset(source) if available_now else None
     batches = changes = 0
     while True:
         spark.dataSource.register(binlog_source(spec))
@@ -325,11 +324,6 @@ def _start_and_follow(
     if available_now:
         resnapshots.finish(spec, by_name, checkpoint_offset(files, config) or start)
     return StreamSummary(batches, changes, time.monotonic() - started)
-
-
-def _head(source: SourceConfig) -> BinlogOffset:
-    with connection(source) as conn:
-        return current_offset(conn)
 
 
 def _query(

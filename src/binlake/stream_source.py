@@ -63,7 +63,7 @@ from binlake.schema_history import (
     StreamTables,
 )
 from binlake.schema_source import ServerSchemas
-from binlake.source import connection, current_offset
+from binlake.source import connection, head_offset
 from binlake.watermarks import TableWatermarks, WatermarkFilter
 
 _FILTER_BLOCK = 8192  # changes per collation-weight round trip and per Arrow batch
@@ -182,8 +182,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.spec.start.to_dict()
 
     def _head(self) -> BinlogOffset:
-        with connection(self.spec.source) as conn:
-            return current_offset(conn)
+        return head_offset(self.spec.source)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._head()
