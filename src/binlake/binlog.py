@@ -39,7 +39,8 @@ from binlake.changes import Op, Row, RowChange
 from binlake.config import SourceConfig
 from binlake.ddl import short_statement
 from binlake.errors import BinlogPurgedError, BinlogResetError, SourceConnectionError, SourceError
-from binlake.offsets import BinlogOffset, ChangePosition, bytes_behind
+from binlake.gtids import gtid_after, gtid_head, same_position
+from binlake.offsets import BinlogOffset, ChangePosition, bytes_behind, on_lineage
 from binlake.reconnect import MAX_BACKOFF_S, is_transient, reconnecting
 from binlake.row_images import ImageDecoder, decode_images, image_decoder
 from binlake.schema import Column, TableSchema
@@ -139,10 +140,17 @@ def _column_layout(column: Any) -> tuple[Any, ...]:
 
 
 def _open(
-    source: SourceConfig, server_id: int, start: BinlogOffset, **options: Any
+    source: SourceConfig, server_id: int, start: BinlogOffset | str, **options: Any
 ) -> BinLogStreamReader:
-    """A replication connection reading from `start` (non-blocking unless `blocking=True`)."""
+    """A replication connection reading from `start` (non-blocking unless `blocking=True`):
+    an offset, or a MariaDB GTID position (the server finds where it ends in its binlog)."""
     options.setdefault("blocking", False)
+    if isinstance(start, str):
+        at: dict[str, Any] = {"is_mariadb": True, "auto_position": start}
+    else:
+        # File/position resume: is_mariadb=True without GTIDs silently streams from the
+        # oldest binlog instead of log_file/log_pos, so MariaDB is read with the MySQL path.
+        at = {"log_file": start.binlog_file, "log_pos": start.pos, "is_mariadb": False}
     return BinLogStreamReader(
         connection_settings={
             "host": source.host,
@@ -154,11 +162,7 @@ def _open(
         },
         server_id=server_id,
         resume_stream=True,
-        log_file=start.file,
-        log_pos=start.pos,
-        # File/position resume: is_mariadb=True without GTIDs silently streams from the oldest
-        # binlog instead of log_file/log_pos, so MariaDB is read with the MySQL protocol path.
-        is_mariadb=False,
+        **at,
         enable_logging=False,
         pymysql_wrapper=Connection,
         **options,
@@ -177,7 +181,8 @@ def bounded_end(
     without their table map, and silver would hold half a transaction between the two MERGEs.
     Each transaction begins with a GTID event (MariaDB writes one for every transaction, MySQL
     5.7+ an anonymous one when GTIDs are off), so the scan reads only event headers and skips
-    every row event without decoding it. A dropped connection is retried like any binlog read
+    every row event without decoding it; the GTID events it meets also give the end's GTID
+    position (from `start`'s). A dropped connection is retried like any binlog read
     (`source.reconnect_timeout_s`)."""
     return _reconnecting(source)(_bounded_end, source, server_id, start, head, budget)
 
@@ -202,6 +207,34 @@ def _bounded_end(
     return end
 
 
+def offset_of_gtid(source: SourceConfig, server_id: int, gtid: str) -> BinlogOffset | None:
+    """Where GTID position `gtid` ends in the source's binlog (server coordinates, with `gtid`):
+    the start of the first transaction after it, or the head if none follows yet. None when the
+    source does not hold that position: purged, or never written there (a replica promoted
+    before it received every transaction the stream read: a history that diverged)."""
+    return _reconnecting(source)(_offset_of_gtid, source, server_id, gtid)
+
+
+def _offset_of_gtid(source: SourceConfig, server_id: int, gtid: str) -> BinlogOffset | None:
+    for _ in range(2):  # the head, then a dump from the position: one of them finds it
+        with connection(source) as conn:
+            head = gtid_head(conn)
+        if head.gtid and same_position(head.gtid, gtid):
+            return head.with_gtid(gtid)
+        stream = _open(source, server_id, gtid, only_events=[MariadbGtidEvent])
+        try:
+            for event in stream:
+                begins = event.packet.log_pos - event.packet.event_size
+                return BinlogOffset(stream.log_file, begins, gtid)
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                return None
+            raise
+        finally:
+            stream.close()
+    return None
+
+
 def unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset) -> float | None:
     """When (epoch seconds) the first transaction at or after `position` was written; None if
     the binlog ends there. Reads event headers only, from `position` to that transaction."""
@@ -217,16 +250,21 @@ def _transactions(
     source: SourceConfig, server_id: int, start: BinlogOffset
 ) -> Generator[tuple[BinlogOffset, float]]:
     """Each transaction at or after `start` (until the binlog's current end): where it begins
-    and when (epoch seconds) it was written, read from event headers only."""
+    (on `start`'s lineage, with the GTID position there when `start` has one) and when (epoch
+    seconds) it was written, read from event headers only."""
     stream = _open(
         source, server_id, start, only_events=_TRANSACTION_STARTS,
         filter_non_implemented_events=False,
     )  # fmt: skip
+    gtid = start.gtid
     try:
         for event in stream:
-            begins = _transaction_start(event, stream.log_file)
-            if begins is not None and begins >= start:
-                yield begins, float(event.timestamp)
+            begins = _transaction_start(event, stream.log_file, start.lineage)
+            if begins is None or begins < start:
+                continue
+            yield begins.with_gtid(gtid), float(event.timestamp)
+            if gtid and isinstance(event, MariadbGtidEvent):
+                gtid = gtid_after(gtid, event.gtid)
     finally:
         stream.close()
 
@@ -240,11 +278,11 @@ def _reconnecting(source: SourceConfig) -> Retrying:
 _TRANSACTION_STARTS = [MariadbGtidEvent, GtidEvent, NotImplementedEvent]
 
 
-def _transaction_start(event: Any, file: str) -> BinlogOffset | None:
+def _transaction_start(event: Any, file: str, lineage: int) -> BinlogOffset | None:
     """The offset where `event` begins, if it begins a transaction."""
     if isinstance(event, NotImplementedEvent) and event.event_type != ANONYMOUS_GTID_LOG_EVENT:
         return None
-    return BinlogOffset(file, event.packet.log_pos - event.packet.event_size)
+    return BinlogOffset(on_lineage(file, lineage), event.packet.log_pos - event.packet.event_size)
 
 
 def check_available(source: SourceConfig, start: BinlogOffset, tables: list[str], job: str) -> None:
@@ -253,13 +291,13 @@ def check_available(source: SourceConfig, start: BinlogOffset, tables: list[str]
     its high watermarks (the old `job`'s checkpoint points into the lost binlog), makes silver
     whole again."""
     with connection(source) as conn:
-        head = current_offset(conn)
+        head = current_offset(conn).on(start.lineage)
         files = binlog_files(conn)
     if head < start:
         raise binlog_behind(source, start, head, tables, job)
-    if start.file not in files:
+    if start.binlog_file not in files:
         raise BinlogPurgedError(
-            f"the source has purged binlog file {start.file} (oldest kept: "
+            f"the source has purged binlog file {start.binlog_file} (oldest kept: "
             f"{files[0] if files else 'none'}), so the changes after {start} to "
             f"{', '.join(sorted(tables))} are lost to binlake: {_lost_remedy(tables, job)}; "
             "and keep binlogs longer on the source (binlog_expire_logs_seconds)"
@@ -451,7 +489,7 @@ class _Reader:
         stream.table_map = self.table_map
         try:
             for event in stream:
-                offset = BinlogOffset(stream.log_file, stream.log_pos)
+                offset = self._at(stream)
                 self.reached = offset
                 if self.stop is not None and offset > self.stop:
                     break
@@ -464,11 +502,15 @@ class _Reader:
                 if offset == self.stop:
                     break
             else:
-                self.reached = max(self.reached, BinlogOffset(stream.log_file, stream.log_pos))
+                self.reached = max(self.reached, self._at(stream))
         finally:
             self.table_map = stream.table_map
             stream.close()
         self.done = self.stop is None or self.reached >= self.stop
+
+    def _at(self, stream: BinLogStreamReader) -> BinlogOffset:
+        """Where the read is, on the lineage it started on."""
+        return BinlogOffset(on_lineage(stream.log_file, self.start.lineage), stream.log_pos)
 
     def _schema_changes(self, event: QueryEvent, offset: BinlogOffset) -> Iterator[SchemaChange]:
         if self.tracker is None or offset <= self.start or event.query == "BEGIN":

@@ -173,11 +173,13 @@ class ChunkReader:
         table: TableSchema,
         server_id: int,
         driver: BulkDriver | None = None,
+        lineage: int = 0,
     ) -> None:
         self.source = source
         self.table = table
         self.server_id = server_id
         self.driver = driver
+        self.lineage = lineage  # the lake's lineage of the source's binlog (`lineage`)
         self.mappings = map_table(table)
         self._stack = ExitStack()
 
@@ -223,16 +225,17 @@ class ChunkReader:
         log.debug("Snapshot step 1 - Determining low watermark for %s chunk %d", name, chunk_id)
         settled = None if self.exact_lw else _settled_offset(self.conn)
         at, raw = _select_at_snapshot(self.bulk, table, chunk)
-        lw = at or settled
-        if lw is None:
+        found = at or settled
+        if found is None:
             raise SourceError(
                 f"the source stopped reporting binlog_snapshot_position (chunk {chunk_id} of "
                 f"{name}): it reported it when the reader started"
             )
+        lw = found.on(self.lineage)
         log.debug(
             "Snapshot step 2 - Read %d rows of %s chunk %d %s", len(raw), name, chunk_id, chunk
         )
-        hw = current_offset(self.conn)
+        hw = current_offset(self.conn).on(self.lineage)
         log.debug("Snapshot step 3 - High watermark %s for %s chunk %d", hw, name, chunk_id)
         if hw <= lw:
             return ChunkRead(chunk_id, lw, hw, _columns(self.mappings, raw), 0)

@@ -55,6 +55,13 @@ class BinlogResetError(BinlogPurgedError):
     was built from."""
 
 
+class SourceReplacedError(BinlogPurgedError):
+    """Another server answers at the source's address while the stream runs (a failover): the
+    stream starts again, and its start finds its position on the new server (`lineage`)."""
+
+    retry_helps = True
+
+
 class SnapshotIncompleteError(BinlakeError):
     """The stream cannot start because the snapshot's ledger is not complete."""
 

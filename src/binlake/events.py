@@ -42,7 +42,9 @@ log = logging.getLogger(__name__)
 FLUSH_EVERY_S = 30.0
 #: Events appended at once: each ends or begins a run, which may be killed right after (a
 #: continuous stream is stopped by a signal). The ones inside a batch go with the batch's append.
-FLUSH_AT_ONCE = frozenset({"stream_start", "snapshot", "table_reset", "binlog_purged"})
+FLUSH_AT_ONCE = frozenset(
+    {"stream_start", "snapshot", "table_reset", "binlog_purged", "source_replaced"}
+)
 
 EVENT_SCHEMA = T.StructType(
     [
@@ -67,7 +69,8 @@ class Event:
     """What a log line records beside its message.
 
     `kind`: snapshot_commit (chunks marked in the ledger), snapshot (a run's end), stream_start,
-    stream_batch, ddl_applied, table_joined, table_reset, table_sent_back, warning, error.
+    stream_batch, ddl_applied, table_joined, table_reset, table_sent_back, binlog_purged,
+    source_replaced (the stream found its GTID position on a new server), warning, error.
     `offset`: where it happened in the binlog (a batch's end, a chunk commit's newest high
     watermark, a DDL's own offset). `rows`: a batch's changes, a commit's rows. `txn`: the
     idempotent-write id and version of a stream batch's append."""
@@ -121,7 +124,7 @@ def event_row(job: str, record: logging.LogRecord) -> tuple[Any, ...]:
         list(happened.tables),
         offset.file if offset else None,
         offset.pos if offset else None,
-        None,
+        (offset.gtid or None) if offset else None,
         happened.rows,
         happened.seconds,
         happened.lag_bytes,

@@ -6,6 +6,18 @@ offset on a transaction boundary; a row change carries the *end* position of its
 (the event header's `log_pos`, i.e. where the next event starts) plus its row index inside the
 event, so every change is strictly after the offset of the transaction boundary before it and at
 or before the boundary after it.
+
+**Lineages.** Binlog coordinates mean something on one server's binlog only. When the source is
+replaced (a replica promoted after a failover, `RESET MASTER`), the stream finds its position
+on the new server by GTID (`lineage`) and from then on reads that server's binlog: its offsets
+belong to the next *lineage* of the lake, and sort after every offset of the lineages before.
+An offset of lineage n > 0 names its file `mysql-bin.000003@n`: the lineage travels inside the
+file name through every place an offset is stored (ledger, schema history, changelog, Spark's
+checkpoint), so no stored offset changes meaning. `binlog_file` is the name on the server.
+
+An offset may also carry the source's GTID position there (MariaDB's `gtid_binlog_pos` form,
+`domain-server-sequence` per domain): what a position means on any server holding that history.
+It does not take part in comparisons.
 """
 
 from __future__ import annotations
@@ -16,14 +28,32 @@ from functools import total_ordering
 from typing import Any
 
 _SUFFIX = re.compile(r"\.(\d+)$")
+#: Separates a binlog file's name from the lineage it belongs to: `mysql-bin.000003@2`.
+LINEAGE_MARK = "@"
 
 
 def file_sequence(file: str) -> int:
-    """The numeric suffix of a binlog file name: `mysql-bin.000042` → 42."""
-    match = _SUFFIX.search(file)
+    """The numeric suffix of a binlog file name: `mysql-bin.000042` → 42 (`…@n` ignored)."""
+    match = _SUFFIX.search(file.partition(LINEAGE_MARK)[0])
     if match is None:
         raise ValueError(f"binlog file name {file!r} has no numeric suffix")
     return int(match.group(1))
+
+
+def file_lineage(file: str) -> int:
+    """The lineage a stored file name belongs to: `mysql-bin.000003@2` → 2, no mark → 0."""
+    _, mark, lineage = file.partition(LINEAGE_MARK)
+    if not mark:
+        return 0
+    if not lineage.isdigit():
+        raise ValueError(f"binlog file name {file!r} has no lineage number after {LINEAGE_MARK!r}")
+    return int(lineage)
+
+
+def on_lineage(file: str, lineage: int) -> str:
+    """`file` (a server's binlog file name) as lineage `lineage` stores it."""
+    name = file.partition(LINEAGE_MARK)[0]
+    return f"{name}{LINEAGE_MARK}{lineage}" if lineage else name
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,14 +64,32 @@ class BinlogOffset:
     once, at construction (profiled: re-parsing the file name cost ~30 % of stream time).
     """
 
-    file: str
+    file: str  # as the lake stores it: the server's name, `@n` on lineage n > 0
     pos: int
-    sort_key: tuple[int, int] = field(init=False, repr=False, compare=False)
+    gtid: str = field(default="", compare=False)  # the GTID position here, where known
+    sort_key: tuple[int, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.pos < 0:
             raise ValueError(f"binlog position must be >= 0, got {self.pos}")
-        object.__setattr__(self, "sort_key", (file_sequence(self.file), self.pos))
+        key = (file_lineage(self.file), file_sequence(self.file), self.pos)
+        object.__setattr__(self, "sort_key", key)
+
+    @property
+    def binlog_file(self) -> str:
+        """The file's name on the server (without the lineage mark)."""
+        return self.file.partition(LINEAGE_MARK)[0]
+
+    @property
+    def lineage(self) -> int:
+        return self.sort_key[0]
+
+    def on(self, lineage: int) -> BinlogOffset:
+        """This position of the server's binlog, as lineage `lineage` stores it."""
+        return BinlogOffset(on_lineage(self.file, lineage), self.pos, self.gtid)
+
+    def with_gtid(self, gtid: str) -> BinlogOffset:
+        return BinlogOffset(self.file, self.pos, gtid)
 
     def __lt__(self, other: BinlogOffset) -> bool:
         return self.sort_key < other.sort_key
@@ -56,11 +104,14 @@ class BinlogOffset:
         return self.sort_key >= other.sort_key
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "pos": self.pos}
+        data: dict[str, Any] = {"file": self.file, "pos": self.pos}
+        if self.gtid:
+            data["gtid"] = self.gtid
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BinlogOffset:
-        return cls(str(data["file"]), int(data["pos"]))
+        return cls(str(data["file"]), int(data["pos"]), str(data.get("gtid") or ""))
 
     def __str__(self) -> str:
         return f"{self.file}:{self.pos}"
@@ -75,7 +126,7 @@ class ChangePosition:
     row: int = 0
 
     @property
-    def sort_key(self) -> tuple[int, int, int]:
+    def sort_key(self) -> tuple[int, int, int, int]:
         return (*self.offset.sort_key, self.row)
 
     def __lt__(self, other: object) -> bool:
@@ -93,19 +144,25 @@ class ChangePosition:
 
 
 def position_token(offset: BinlogOffset, row: int) -> str:
-    """`_binlake_offset` values: comparable as strings in Delta MERGE conditions."""
-    return f"{offset.sort_key[0]:010d}:{offset.pos:020d}:{row:08d}"
+    """`_binlake_offset` values: comparable as strings in Delta MERGE conditions. Lineage 0's
+    tokens are digits; a later lineage's begin with `L` and its number, so they sort after."""
+    lineage, sequence, pos = offset.sort_key
+    return f"{lineage_prefix(lineage)}{sequence:010d}:{pos:020d}:{row:08d}"
+
+
+def lineage_prefix(lineage: int) -> str:
+    return f"L{lineage:04d}:" if lineage else ""
 
 
 def bytes_behind(offset: BinlogOffset, head: BinlogOffset, sizes: dict[str, int]) -> int:
-    """Binlog bytes from `offset` to `head`, across file rotations (`sizes`: SHOW BINARY LOGS)."""
+    """Binlog bytes from `offset` to `head`, across file rotations (`sizes`: SHOW BINARY LOGS).
+    From an earlier lineage, every byte of the server's binlog is ahead."""
     if head <= offset:
         return 0
+    if offset.lineage != head.lineage:
+        return sum(sizes.values())
     if offset.file == head.file:
         return head.pos - offset.pos
-    between = [
-        size
-        for name, size in sizes.items()
-        if offset.sort_key[0] < file_sequence(name) < head.sort_key[0]
-    ]
-    return max(sizes.get(offset.file, offset.pos) - offset.pos, 0) + sum(between) + head.pos
+    first, last = offset.sort_key[1], head.sort_key[1]
+    between = [size for name, size in sizes.items() if first < file_sequence(name) < last]
+    return max(sizes.get(offset.binlog_file, offset.pos) - offset.pos, 0) + sum(between) + head.pos

@@ -18,7 +18,7 @@ import pymysql.cursors
 from binlake.charsets import charmap
 from binlake.ddl import parse_ddl
 from binlake.ddl_schema import Charsets
-from binlake.offsets import BinlogOffset
+from binlake.offsets import BinlogOffset, on_lineage
 from binlake.schema import TableSchema
 from binlake.shadow_tables import is_incoming_shadow_of
 from binlake.source import binlog_files, current_offset, load_schema_if_exists, query
@@ -65,7 +65,7 @@ class ServerSchemas:
     ) -> LoggedStatement | None:
         """The first DDL on the table (or its shadow) after `offset`, up to the binlog head now
         (call it after reading the schema: a DDL between the two is then seen, never missed)."""
-        head = current_offset(self.conn)
+        head = current_offset(self.conn).on(offset.lineage)
         self._scan(offset, head)
         return next(
             (
@@ -112,14 +112,14 @@ def _statements(
 ) -> list[LoggedStatement]:
     """The DDL statements of the QUERY events ending in `(start, stop]`."""
     found: list[LoggedStatement] = []
-    first, last = BinlogOffset(start.file, 0), BinlogOffset(stop.file, 0)
+    first, last = BinlogOffset(start.binlog_file, 0), BinlogOffset(stop.binlog_file, 0)
     files = [f for f in binlog_files(conn) if first <= BinlogOffset(f, 0) <= last]
     with conn.cursor(pymysql.cursors.SSCursor) as cur:
         for name in files:
-            origin = start.pos if name == start.file else 4  # 4: after the file's magic bytes
+            origin = start.pos if name == start.binlog_file else 4  # 4: after the magic bytes
             cur.execute("SHOW BINLOG EVENTS IN %s FROM %s", (name, origin))
             for _, _, kind, _, end, info in cur:
-                offset = BinlogOffset(name, int(end))
+                offset = BinlogOffset(on_lineage(name, start.lineage), int(end))
                 if kind != "Query" or offset > stop or offset <= start:
                     continue
                 used = _USE.fullmatch(info or "")

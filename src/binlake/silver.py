@@ -62,8 +62,12 @@ def changelog_table(config: Config, table: TableSchema) -> LakeTable:
 
 def offset_token(file: Column, pos: Column, row: Column) -> Column:
     """Spark twin of `binlake.offsets.position_token` (same fixed-width, ordered format)."""
-    sequence = F.regexp_extract(file, r"(\d+)$", 1).cast("bigint")
-    return F.format_string("%010d:%020d:%08d", sequence, pos, row)
+    sequence = F.regexp_extract(file, r"(\d+)(@\d+)?$", 1).cast("bigint")
+    lineage = F.regexp_extract(file, r"@(\d+)$", 1)
+    prefix = F.when(lineage == "", F.lit("")).otherwise(
+        F.format_string("L%04d:", lineage.cast("int"))
+    )
+    return F.concat(prefix, F.format_string("%010d:%020d:%08d", sequence, pos, row))
 
 
 def ensure_silver(

@@ -137,7 +137,8 @@ class BatchSink:
             return None, None
         try:
             with connection(self.spec.source) as conn:
-                behind = bytes_behind(end, current_offset(conn), binlog_sizes(conn))
+                head = current_offset(conn).on(end.lineage)
+                behind = bytes_behind(end, head, binlog_sizes(conn))
         except (BinlakeError, pymysql.MySQLError) as exc:
             log.debug("batch lag unknown: %s", exc)
             return None, None

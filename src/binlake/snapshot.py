@@ -56,6 +56,7 @@ from binlake.layout import (
 )
 from binlake.lease import HeldLease, snapshot_lease, stream_lease
 from binlake.ledger import ChunkResult, ChunkState, Ledger
+from binlake.lineage import source_lineage
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
 from binlake.schema import TableSchema
@@ -171,15 +172,21 @@ def _snapshot_round(
         ledger = Ledger(spark, ledger_path(config))
         resets = PendingResets(driver_files(spark), config)
         again = {t.qualified for t in tables if reset or resets.pending(t.qualified)}
+        if again:  # before anything is reset: the source must be the lineage's server
+            schemas_at = schemas_at.on(source_lineage(driver_files(spark), config, source))
         for table in tables:
             if table.qualified in again:
                 if not reset:
                     log.info("snapshot: finishing the reset of %s a run began", table.qualified)
                 reset_table(spark, config, ledger, table)
         plans = _plan(conn, ledger, tables, config)
-    for table in tables:
-        if table.qualified in again or not history.entries(table.qualified):
-            history.reset(table.qualified, SchemaEntry(schemas_at, table))
+    unrecorded = [t for t in tables if t.qualified in again or not history.entries(t.qualified)]
+    if unrecorded or any(not c.finished for plan in plans.values() for c in plan):
+        # Offsets are recorded: in the lake's lineage, which a run with nothing to read (a
+        # `binlake run` after a failover, before its stream moved the lake) never needs.
+        schemas_at = schemas_at.on(source_lineage(driver_files(spark), config, source))
+    for table in unrecorded:
+        history.reset(table.qualified, SchemaEntry(schemas_at, table))
     for name in again:
         resets.end(name)
     progress = Progress(plans, started)
@@ -554,7 +561,8 @@ def read_chunks(
     descriptors = [(c.chunk_id, encode_key(c.range.start), encode_key(c.range.end)) for c in chunks]
     indexes = spark.range(0, len(descriptors), 1, slices)  # no SparkContext on Spark Connect
     server_id_base = config.snapshot_server_id(slot * config.snapshot.parallelism)
-    reader = _ChunkBatchReader(source, table, server_id_base, descriptors)
+    lineage = source_lineage(driver_files(spark), config, source)
+    reader = _ChunkBatchReader(source, table, server_id_base, descriptors, lineage)
     schema = T.StructType(
         [*bronze_schema(table).fields, T.StructField(REPORT, from_arrow_type(REPORT_TYPE))]
     )
@@ -629,17 +637,19 @@ class _ChunkBatchReader:
         table: TableSchema,
         server_id_base: int,
         descriptors: list[tuple[int, str | None, str | None]],
+        lineage: int,
     ) -> None:
         self.source = source
         self.table = table
         self.server_id_base = server_id_base
         self.descriptors = descriptors  # (chunk_id, start, end) by the index the task receives
+        self.lineage = lineage  # whose coordinates the watermarks are (`lineage`)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         server_id = self.server_id_base + (context.partitionId() if context else 0)
         names = [*self.table.column_names, *BRONZE_COLUMNS.fieldNames(), REPORT]
-        with ChunkReader(self.source, self.table, server_id) as reader:
+        with ChunkReader(self.source, self.table, server_id, lineage=self.lineage) as reader:
             for batch in batches:
                 for index in batch.column(0).to_pylist():
                     chunk_id, start, end = self.descriptors[index]

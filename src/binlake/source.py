@@ -378,10 +378,10 @@ def query(conn: pymysql.Connection, sql: str, args: Iterable[Any] = ()) -> list[
         return list(cur.fetchall())
 
 
-def head_offset(source: SourceConfig) -> BinlogOffset:
-    """The binlog head, on a connection of its own."""
+def head_offset(source: SourceConfig, lineage: int = 0) -> BinlogOffset:
+    """The binlog head, on a connection of its own, as lineage `lineage` stores it."""
     with connection(source) as conn:
-        return current_offset(conn)
+        return current_offset(conn).on(lineage)
 
 
 def current_offset(conn: pymysql.Connection) -> BinlogOffset:

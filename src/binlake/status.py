@@ -24,6 +24,7 @@ from binlake.lake import PathTable, lake_table
 from binlake.lake_files import ArrowFiles, LakeFiles, join
 from binlake.layout import DELETED_COLUMN, checkpoint_path, ledger_path
 from binlake.ledger import ChunkState, chunk_state
+from binlake.lineage import current_lineage
 from binlake.offsets import bytes_behind
 from binlake.retention import duration, expiry_seconds
 from binlake.silver import live_rows
@@ -63,7 +64,7 @@ def stream_lag(files: LakeFiles, config: Config) -> StreamLag | None:
     if offset is None:
         return None
     with connection(with_resolved_password(config.source)) as conn:
-        head = current_offset(conn)
+        head = current_offset(conn).on(current_lineage(files, config).number)
         sizes = binlog_sizes(conn)
         expiry = expiry_seconds(conn)
     behind = bytes_behind(offset, head, sizes)

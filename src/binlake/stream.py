@@ -25,14 +25,17 @@ from binlake.errors import (
     BinlogPurgedError,
     BinlogResetError,
     SnapshotIncompleteError,
+    SourceReplacedError,
     carried_by,
 )
 from binlake.events import event
+from binlake.gtids import server_identity
 from binlake.lake import create_schemas
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import checkpoint_path, ledger_path, schema_root, tables_path
 from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
+from binlake.lineage import locate
 from binlake.offsets import BinlogOffset
 from binlake.resnapshot import Resnapshots, restart_pending, start_anew
 from binlake.retention import warn_if_purge_near
@@ -222,6 +225,9 @@ def _run_stream(
         return _start_and_follow(spark, config, lease, available_now)
     except BinlogResetError:
         raise
+    except SourceReplacedError as replaced:
+        log.warning("stream %s: %s", config.stream.job_name, str(replaced))
+        return _start_and_follow(spark, config, lease, available_now)
     except BinlogPurgedError as lost:
         if not _recovers_purges(config):
             raise
@@ -240,6 +246,7 @@ def _start_and_follow(
     source = with_resolved_password(config.source)
     with connection(source) as conn:
         tables = validate(conn, config, config.stream_server_id)
+        server = server_identity(conn)
         if not logs_column_names(conn):
             log.warning(
                 "the source has binlog_row_metadata other than FULL: row images carry no column "
@@ -263,6 +270,7 @@ def _start_and_follow(
     created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}
     marks = chunk_marks(applied, chunks, joined, created) if initial else {}
     start = resume or resolved_start(files, config, lambda: start_offset(config, source, marks))
+    start = locate(files, config, source, start)
     try:
         check_available(source, start, sorted(joined), config.stream.job_name)
     except BinlogResetError:
@@ -293,7 +301,8 @@ def _start_and_follow(
     side_by_side(prepare, [t.qualified for t in applied])
     if first_start:
         registry.update(lambda recorded: {**joined, **recorded})
-    spec = stream_spec(config, source, start, marks)
+    rebase = (resume, start) if resume is not None and resume != start else None
+    spec = replace(stream_spec(config, source, start, marks), server=server, rebase=rebase)
     if initial:
         join_ready_tables(spark, config, spec, by_name, start)
     sink = BatchSink(config, spec, tables, checkpoint_path(config), files)
@@ -307,7 +316,7 @@ def _start_and_follow(
     # stream.max_bytes_per_batch, or the batch a crash left planned): the catch-up starts the
     # query again, from where it ended, until it reaches the head it began at. (Which Spark the
     # source runs on is the server's: a Spark Connect client may be newer.)
-    target = head_offset(source) if available_now else None
+    target = head_offset(source, start.lineage) if available_now else None
     batches = changes = 0
     while True:
         spark.dataSource.register(binlog_source(spec))

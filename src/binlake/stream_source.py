@@ -50,7 +50,8 @@ from binlake.changes import RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
 from binlake.config import SourceConfig
 from binlake.ddl import short_statement
-from binlake.errors import SourceError
+from binlake.errors import SourceError, SourceReplacedError
+from binlake.gtids import gtid_head, server_identity
 from binlake.lake_files import ArrowFiles
 from binlake.offsets import BinlogOffset, position_token
 from binlake.planner import key_order
@@ -63,7 +64,7 @@ from binlake.schema_history import (
     StreamTables,
 )
 from binlake.schema_source import ServerSchemas
-from binlake.source import connection, head_offset
+from binlake.source import connection
 from binlake.watermarks import TableWatermarks, WatermarkFilter
 
 _FILTER_BLOCK = 8192  # changes per collation-weight round trip and per Arrow batch
@@ -118,6 +119,27 @@ class StreamSpec:
     marks: dict[str, ChunkMarks] = field(default_factory=dict)
     stop: BinlogOffset | None = None  # a bounded stream (a joining table's catch-up) ends here
     max_bytes: int | None = None  # stream.max_bytes_per_batch
+    server: int | None = None  # the source's server_id when the query started
+    #: The checkpoint's offset on a replaced source's binlog and where `lineage.locate` found
+    #: it on the new one: Spark hands the first batch the former, the reader reads the latter.
+    rebase: tuple[BinlogOffset, BinlogOffset] | None = None
+
+    def offset(self, data: dict[str, Any]) -> BinlogOffset:
+        """An offset Spark hands the reader, on the source as it is now."""
+        offset = BinlogOffset.from_dict(data)
+        if self.rebase is not None and offset == self.rebase[0]:
+            return self.rebase[1]
+        return offset
+
+    def check_server(self, conn: Any) -> None:
+        """Stop a batch whose source was replaced under the running query (a failover to a
+        replica at the same address): its binlog coordinates are not the query's."""
+        if self.server is not None and (found := server_identity(conn)) != self.server:
+            raise SourceReplacedError(
+                f"the source at {self.source.host}:{self.source.port} is server_id {found} now, "
+                f"not {self.server} as when the stream started: the stream starts again and "
+                "finds its position on the new server by GTID"
+            )
 
     def plan(self, start: BinlogOffset, end: BinlogOffset) -> BinlogRange:
         """The read of `(start, end]`: the job's tables with their schema histories, and the
@@ -182,7 +204,10 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.spec.start.to_dict()
 
     def _head(self) -> BinlogOffset:
-        return head_offset(self.spec.source)
+        """The binlog head with its GTID position, on the query's lineage."""
+        with connection(self.spec.source) as conn:
+            self.spec.check_server(conn)
+            return gtid_head(conn).on(self.spec.start.lineage)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._head()
@@ -200,7 +225,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start is None:  # Spark 4.0/4.1
             position, max_bytes = self.position, self.spec.max_bytes
         else:
-            position = BinlogOffset.from_dict(start)
+            position = self.spec.offset(start)
             max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
         head = self.target or self._head()
         if head < position:
@@ -221,7 +246,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._head().to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        first, last = BinlogOffset.from_dict(start), BinlogOffset.from_dict(end)
+        first, last = self.spec.offset(start), self.spec.offset(end)
         self.position = max(self.position, last)
         if last <= first:
             return []
@@ -238,6 +263,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBatch]:
     """The changes of `(start, end]` to apply, as Arrow batches in the change record's schema."""
     with connection(spec.source) as conn:
+        spec.check_server(conn)
         tracker = SchemaTracker(
             spec.database,
             list(spec.patterns) if spec.patterns is not None else None,

@@ -38,7 +38,7 @@ from binlake import jobs
 from binlake.errors import BinlogPurgedError, SnapshotIncompleteError
 from binlake.lake import lake_table
 from binlake.ledger import Ledger
-from binlake.offsets import position_token
+from binlake.offsets import BinlogOffset, position_token
 from binlake.source import current_offset
 from binlake.typemap import spark_schema
 from binlake.verify import verify_silver
@@ -548,9 +548,10 @@ def test_query_progress_reports_the_binlog_head(
     with running_stream(spark, config):
         sql("UPDATE items SET qty = qty + 1 WHERE id % 3 = 0")
         with connect(db_env) as conn:
-            head = current_offset(conn).to_dict()
+            head = current_offset(conn)
         wait_for(lambda: reported() is not None, timeout=60)
-        wait_for(lambda: _offset(reported()) == head, timeout=60)
+        wait_for(lambda: BinlogOffset.from_dict(_offset(reported())) == head, timeout=60)
+        assert _offset(reported())["gtid"]  # with the GTID position there
 
 
 def _offset(reported: Any) -> dict[str, Any] | None:

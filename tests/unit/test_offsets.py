@@ -6,7 +6,13 @@ import random
 
 import pytest
 
-from binlake.offsets import BinlogOffset, ChangePosition, file_sequence, position_token
+from binlake.offsets import (
+    BinlogOffset,
+    ChangePosition,
+    bytes_behind,
+    file_sequence,
+    position_token,
+)
 
 
 def test_file_sequence_reads_the_numeric_suffix() -> None:
@@ -151,3 +157,45 @@ def test_position_token_order_equals_change_position_order() -> None:
     for a, b in zip(positions, reversed(positions), strict=True):
         assert (a.token() < b.token()) == (a < b)
         assert (a.token() == b.token()) == (a.sort_key == b.sort_key)
+
+
+def test_a_later_lineage_sorts_after_every_offset_of_the_one_before() -> None:
+    # A promoted replica's binlog restarts at low file numbers: its offsets still come after.
+    old = BinlogOffset("mysql-bin.000950", 90_000_000)
+    new = BinlogOffset("mysql-bin.000001@1", 4)
+    newer = BinlogOffset("mysql-bin.000001@2", 4)
+    assert old < new < newer
+    assert sorted([newer, old, new]) == [old, new, newer]
+    assert position_token(old, 99) < position_token(new, 0) < position_token(newer, 0)
+    assert ChangePosition(new, 0).is_after(old)
+
+
+def test_an_offset_keeps_its_lineage_apart_from_the_servers_file_name() -> None:
+    offset = BinlogOffset("mysql-bin.000003", 154).on(2)
+    assert (offset.file, offset.binlog_file, offset.lineage) == (
+        "mysql-bin.000003@2",
+        "mysql-bin.000003",
+        2,
+    )
+    assert offset != BinlogOffset("mysql-bin.000003", 154)  # the same coordinates, another binlog
+    assert offset.on(2) == offset and offset.on(0) == BinlogOffset("mysql-bin.000003", 154)
+    with pytest.raises(ValueError, match="lineage number"):
+        BinlogOffset("mysql-bin.000003@x", 4)
+
+
+def test_the_gtid_position_travels_with_an_offset_but_does_not_order_it() -> None:
+    offset = BinlogOffset("mysql-bin.000004@1", 900, "0-2-77")
+    assert offset.to_dict() == {"file": "mysql-bin.000004@1", "pos": 900, "gtid": "0-2-77"}
+    assert BinlogOffset.from_dict(offset.to_dict()).gtid == "0-2-77"
+    assert offset == BinlogOffset("mysql-bin.000004@1", 900)  # equal whatever the GTID
+    assert BinlogOffset("mysql-bin.000004", 900).to_dict() == {
+        "file": "mysql-bin.000004",
+        "pos": 900,
+    }
+
+
+def test_bytes_behind_counts_the_whole_binlog_from_an_earlier_lineage() -> None:
+    sizes = {"mysql-bin.000001": 1_000, "mysql-bin.000002": 300}
+    head = BinlogOffset("mysql-bin.000002@1", 300)
+    assert bytes_behind(BinlogOffset("mysql-bin.000007", 50), head, sizes) == 1_300
+    assert bytes_behind(BinlogOffset("mysql-bin.000001@1", 400), head, sizes) == 900

@@ -1,0 +1,152 @@
+"""A source replaced under the lake: a replica promoted after a failover, a binlog reset.
+
+Two MariaDB servers the test starts: a primary and a GTID replica of it (`log_slave_updates`,
+the same binlog basename, so the primary's file names exist on the replica with other
+contents). binlake snapshots and streams from the primary with writes racing; the primary
+stops with changes the stream has not read yet, the replica is promoted and the config points
+at it. The stream finds its GTID position in the replica's binlog and goes on from there, on
+the lake's next lineage; silver equals the new source and the changelog holds each change
+once. Then the new primary's binlog is reset (`RESET MASTER` keeping the GTID state), and the
+stream follows it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from binlake import jobs
+from binlake.errors import BinlogResetError, SourceError
+from binlake.lake import lake_table
+from binlake.lake_files import ArrowFiles
+from binlake.lineage import current_lineage
+from binlake.stream import checkpoint_offset
+
+from .items import (
+    ITEMS,
+    Racer,
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+    logged_events,
+)
+from .replay import connect
+from .servers import PrivateServer
+
+pytestmark = pytest.mark.integration
+
+DATABASE = "shop"
+
+
+def _sql(server: PrivateServer, statement: str, args: Any = None) -> list[tuple[Any, ...]]:
+    with connect(server.db_env) as conn, conn.cursor() as cur:
+        cur.execute(statement, args)
+        return list(cur.fetchall())
+
+
+def _replicate(primary: PrivateServer, replica: PrivateServer) -> None:
+    """Make `replica` a GTID replica of `primary`, from the primary's position now."""
+    (position,) = _sql(primary, "SELECT @@GLOBAL.gtid_binlog_pos")[0]
+    with connect(replica.db_env) as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL gtid_slave_pos = %s", (position,))
+        cur.execute(
+            "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = %s, MASTER_USER = "
+            "'binlake', MASTER_PASSWORD = %s, MASTER_USE_GTID = slave_pos",
+            (primary.port, primary.password),
+        )
+        cur.execute("START SLAVE")
+
+
+def _promote(primary: PrivateServer, replica: PrivateServer) -> None:
+    """A planned failover: the replica applies all the primary wrote, the primary stops, the
+    replica stops replicating and takes writes."""
+    (position,) = _sql(primary, "SELECT @@GLOBAL.gtid_binlog_pos")[0]
+    assert _sql(replica, "SELECT MASTER_GTID_WAIT(%s, 120)", (position,))[0][0] == 0
+    primary.stop()
+    _sql(replica, "STOP SLAVE")
+    _sql(replica, "RESET SLAVE ALL")
+
+
+def _check(spark: Any, server: PrivateServer, config: Any) -> None:
+    with connect(server.db_env, DATABASE) as conn, conn.cursor() as cur:
+
+        def sql(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
+            cur.execute(statement, args)
+            return list(cur.fetchall())
+
+        assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+    # Offsets of two lineages never collide, so also by content: the racer's updates add 1
+    # to qty, and an id is inserted and deleted once, so no change repeats an image.
+    changelog = lake_table(config.lake, "bronze", DATABASE, "items__changelog").read(spark)
+    images = changelog.select("_op", "_before.id", "_before.qty", "_after.id", "_after.qty")
+    assert changelog.count() == images.distinct().count()
+
+
+def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
+    spark: Any, private_mariadb: Any, make_private_config: Any
+) -> None:
+    primary = private_mariadb({})
+    replica = private_mariadb({"server_id": "2", "log_slave_updates": "1"})
+    _replicate(primary, replica)
+    with connect(primary.db_env) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{DATABASE}`")
+        cur.execute(f"USE `{DATABASE}`")
+        cur.execute(ITEMS)
+        cur.executemany(
+            "INSERT INTO items (id, name, qty, price) VALUES (%s, %s, 0, 1.25)",
+            [(i, f"item{i}") for i in range(1, 401)],
+        )
+    on_primary = make_private_config(
+        primary, DATABASE, snapshot={"chunk_size": 100}, lake={"event_log": True}
+    )
+    with Racer(primary.db_env, DATABASE):
+        jobs.run(spark, on_primary)
+    left = checkpoint_offset(ArrowFiles(), on_primary)
+    assert left is not None and left.gtid  # the stream records its GTID position
+    with Racer(primary.db_env, DATABASE) as racer:  # changes the stream has not read
+        while racer.statements < 100:
+            racer.stop.wait(0.1)
+    _sql(primary, "FLUSH BINARY LOGS")
+    _promote(primary, replica)
+    _sql(replica, "FLUSH BINARY LOGS")  # the primary's file names exist on the replica too
+
+    on_replica = make_private_config(
+        replica, DATABASE, snapshot={"chunk_size": 100}, lake={"event_log": True}
+    )
+    # A snapshot that would record offsets refuses the new server until the stream moved the
+    # lake onto it, and resets nothing; `binlake run` (the bundle's job) finds nothing to read.
+    bronze = lake_table(on_replica.lake, "bronze", DATABASE, "items").read(spark).count()
+    with pytest.raises(SourceError, match="Run `binlake stream` first"):
+        jobs.snapshot(spark, on_replica, ["items"], reset=True)
+    assert lake_table(on_replica.lake, "bronze", DATABASE, "items").read(spark).count() == bronze
+    with Racer(replica.db_env, DATABASE):
+        jobs.run(spark, on_replica)
+    jobs.stream(spark, on_replica, available_now=True)
+    _check(spark, replica, on_replica)
+    moved = checkpoint_offset(ArrowFiles(), on_replica)
+    assert moved is not None and moved.lineage == 1 and moved.file.endswith("@1")
+    lineage = current_lineage(ArrowFiles(), on_replica)
+    assert (lineage.number, lineage.server_id) == (1, 2)
+    (replaced,) = logged_events(spark, on_replica, "source_replaced")
+    assert replaced.gtid == left.gtid and replaced.file.endswith("@1")
+
+    # The binlog reset, its GTID state kept: the stream finds its position again.
+    (state,) = _sql(replica, "SELECT @@GLOBAL.gtid_binlog_state")[0]
+    _sql(replica, "RESET MASTER")
+    _sql(replica, "SET GLOBAL gtid_binlog_state = %s", (state,))
+    with Racer(replica.db_env, DATABASE, pause=0.02):
+        jobs.stream(spark, on_replica, available_now=True)
+    jobs.stream(spark, on_replica, available_now=True)
+    _check(spark, replica, on_replica)
+    assert current_lineage(ArrowFiles(), on_replica).number == 2
+
+    # Reset without its GTID state, the position is nowhere: a clear stop, nothing written.
+    with Racer(replica.db_env, DATABASE) as racer:
+        while racer.statements < 20:
+            racer.stop.wait(0.1)
+    _sql(replica, "RESET MASTER")
+    with connect(replica.db_env, DATABASE) as conn, conn.cursor() as cur:
+        cur.execute("UPDATE items SET qty = qty + 1 WHERE id <= 5")
+    with pytest.raises(BinlogResetError, match="does not hold the stream's position"):
+        jobs.stream(spark, on_replica, available_now=True)
