@@ -18,6 +18,8 @@ from binlake.errors import BinlakeError, ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from binlake.events import StopHook
+
 log = logging.getLogger("binlake")
 
 
@@ -44,13 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    pause = _job_pause(args)
     try:
-        return _run_command(args)
+        return _run_command(args, pause)
     except BinlakeError as exc:
-        if getattr(args, "job_id", None):
-            from binlake.job_pause import pause_after
-
-            pause_after(args.job_id, exc)
+        if pause is not None:
+            pause(exc)
         message = " ".join(str(exc).splitlines())  # one line, whatever the message holds
         print(f"binlake: error: {message}", file=sys.stderr)
         return exc.exit_code
@@ -63,7 +64,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return UNEXPECTED_EXIT
 
 
-def _run_command(args: argparse.Namespace) -> int:
+def _job_pause(args: argparse.Namespace) -> StopHook | None:
+    """The pause of the Databricks job that runs this command (`--job-id`), if any."""
+    job_id = getattr(args, "job_id", None)
+    if not job_id:
+        return None
+    from binlake.job_pause import JobPause
+
+    return JobPause(job_id)
+
+
+def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int:
     if args.command == "bundle":
         return run_action(args, main)
     if args.command == "snapshot" and args.reset and not args.tables:
@@ -94,11 +105,11 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.command == "status":  # starts Spark only for a catalog's tables
         print(jobs.status(config, spark, as_json=args.json))
     elif args.command == "snapshot":
-        jobs.snapshot(spark(), config, args.tables, args.reset)
+        jobs.snapshot(spark(), config, args.tables, args.reset, on_stop=pause)
     elif args.command == "stream":
-        jobs.stream(spark(), config, available_now=args.available_now)
+        jobs.stream(spark(), config, available_now=args.available_now, on_stop=pause)
     elif args.command == "run":
-        jobs.run(spark(), config)
+        jobs.run(spark(), config, on_stop=pause)
     elif args.command == "verify":
         return jobs.verify(spark(), config)
     return 0

@@ -28,6 +28,7 @@ from pydantic import (
 from binlake.errors import ConfigError
 
 _ROWS_PER_COMMIT = 1_000_000
+_GTID_POSITION = re.compile(r"^\d+-\d+-\d+(,\s*\d+-\d+-\d+)*$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -253,12 +254,17 @@ class LakeConfig(_Section):
 
 
 class StreamConfig(_Section):
-    startup_mode: Literal["initial", "latest-offset", "specific-offset", "timestamp"] = "initial"
+    startup_mode: Literal["initial", "latest-offset", "specific-offset", "timestamp", "gtid"] = (
+        "initial"
+    )
     #: For specific-offset: the binlog file and position to start at.
     startup_file: str | None = None
     startup_pos: int | None = None
     #: For timestamp: the first event at or after this time (ISO 8601, UTC if no zone).
     startup_timestamp: datetime | None = None
+    #: For gtid (MariaDB): the first transaction after this GTID position (`0-1-100`, one
+    #: `domain-server-sequence` per replication domain, as `@@gtid_binlog_pos` prints it).
+    startup_gtid: str | None = None
     trigger_interval: str = "5s"
     #: How a continuous `binlake stream` triggers its batches: `processing_time` (one query, a
     #: batch every `trigger_interval`), `available_now` (a run of the catch-up every
@@ -304,6 +310,15 @@ class StreamConfig(_Section):
             raise ValueError(f"expected a binlog file name like 'mysql-bin.000042', got {value!r}")
         return value
 
+    @field_validator("startup_gtid")
+    @classmethod
+    def _gtid_position(cls, value: str | None) -> str | None:
+        if value is not None and not _GTID_POSITION.match(value):
+            raise ValueError(
+                f"expected a MariaDB GTID position like '0-1-100' or '0-1-100,1-2-7', got {value!r}"
+            )
+        return value
+
     @field_validator("startup_pos")
     @classmethod
     def _binlog_pos(cls, value: int | None) -> int | None:
@@ -319,6 +334,8 @@ class StreamConfig(_Section):
             raise ValueError("startup_mode specific-offset needs startup_file and startup_pos")
         if self.startup_mode == "timestamp" and self.startup_timestamp is None:
             raise ValueError("startup_mode timestamp needs startup_timestamp")
+        if self.startup_mode == "gtid" and self.startup_gtid is None:
+            raise ValueError("startup_mode gtid needs startup_gtid")
         return self
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -70,7 +70,8 @@ class Event:
 
     `kind`: snapshot_commit (chunks marked in the ledger), snapshot (a run's end), stream_start,
     stream_batch, ddl_applied, table_joined, table_reset, table_sent_back, binlog_purged,
-    source_replaced (the stream found its GTID position on a new server), warning, error.
+    source_replaced (the stream found its GTID position on a new server), job_paused,
+    warning, error.
     `offset`: where it happened in the binlog (a batch's end, a chunk commit's newest high
     watermark, a DDL's own offset). `rows`: a batch's changes, a commit's rows. `txn`: the
     idempotent-write id and version of a stream batch's append."""
@@ -277,10 +278,16 @@ def attach(spark: SparkSession, config: Config, job: str) -> EventLog | None:
     return added
 
 
+#: What a job does when binlake stops it (`job_pause.JobPause`), while its events are recorded.
+StopHook = Callable[[BinlakeError], None]
+
+
 @contextmanager
-def recording(spark: SparkSession, config: Config, job: str) -> Iterator[None]:
+def recording(
+    spark: SparkSession, config: Config, job: str, on_stop: StopHook | None = None
+) -> Iterator[None]:
     """Record the events of the job run inside (`attach`); an exception that ends the job is
-    its last event."""
+    its last event, after what `on_stop` does about it (pausing the Databricks job)."""
     root = logging.getLogger("binlake")
     level = root.level
     handler = attach(spark, config, job)
@@ -290,6 +297,8 @@ def recording(spark: SparkSession, config: Config, job: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
+        if on_stop is not None and isinstance(exc, BinlakeError):
+            on_stop(exc)
         handler.handle(_ended_by(job, exc))
         raise
     finally:

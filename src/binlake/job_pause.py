@@ -21,6 +21,7 @@ from databricks.sdk.service.jobs import JobSettings, PauseStatus
 from binlake.bundle.errors import BundleError
 from binlake.bundle.workspace import Connection, calling, workspace_client
 from binlake.errors import BinlakeError
+from binlake.events import event
 
 log = logging.getLogger("binlake.job_pause")
 
@@ -43,11 +44,24 @@ def pause_after(job_id: str | None, failure: BinlakeError) -> list[str]:
         log.warning(
             "paused job %s (%s): it stopped for a reason a retry cannot fix (exit %d); "
             "unpause it once the cause is fixed",
-            job_id,
-            ", ".join(paused),
-            failure.exit_code,
-        )
+            job_id, ", ".join(paused), failure.exit_code,
+            extra=event("job_paused"),
+        )  # fmt: skip
     return paused
+
+
+class JobPause:
+    """`pause_after` for one run's job, at most once: inside the job's event recording (so the
+    event log says the job was paused), or, for a stop before Spark started, by the CLI."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.done = False
+
+    def __call__(self, failure: BinlakeError) -> None:
+        if not self.done:
+            self.done = True
+            pause_after(self.job_id, failure)
 
 
 def pause_job(job_id: int) -> list[str]:

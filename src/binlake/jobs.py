@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from binlake.config import Config
-from binlake.events import recording
+from binlake.events import StopHook, recording
 from binlake.snapshot import SnapshotSummary, run_snapshot
 from binlake.status import gather_status, render_status
 from binlake.stream import StreamSummary, run_stream
@@ -24,23 +24,33 @@ SNAPSHOT_JOB = "snapshot"
 
 
 def snapshot(
-    spark: SparkSession, config: Config, tables: list[str] | None = None, reset: bool = False
+    spark: SparkSession,
+    config: Config,
+    tables: list[str] | None = None,
+    reset: bool = False,
+    on_stop: StopHook | None = None,
 ) -> SnapshotSummary:
     """Bronze snapshot task: plan, read and commit every pending chunk (a no-op when done);
-    `tables` limits it to those tables, `reset` snapshots them again from scratch."""
-    with recording(spark, config, SNAPSHOT_JOB):
+    `tables` limits it to those tables, `reset` snapshots them again from scratch. (`on_stop`,
+    here and below: see `events.recording`.)"""
+    with recording(spark, config, SNAPSHOT_JOB, on_stop):
         return run_snapshot(spark, config, tables, reset)
 
 
-def stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:
+def stream(
+    spark: SparkSession,
+    config: Config,
+    available_now: bool = False,
+    on_stop: StopHook | None = None,
+) -> StreamSummary:
     """Silver streaming task: continuous, or catch up to the binlog head and stop."""
-    with recording(spark, config, config.stream.job_name):
+    with recording(spark, config, config.stream.job_name, on_stop):
         return run_stream(spark, config, available_now=available_now)
 
 
-def run(spark: SparkSession, config: Config) -> StreamSummary:
+def run(spark: SparkSession, config: Config, on_stop: StopHook | None = None) -> StreamSummary:
     """Snapshot, then stream with available-now: the whole pipeline once, end to end."""
-    with recording(spark, config, config.stream.job_name):
+    with recording(spark, config, config.stream.job_name, on_stop):
         if config.stream.startup_mode == "initial":
             run_snapshot(spark, config)
         return run_stream(spark, config, available_now=True)

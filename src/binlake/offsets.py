@@ -143,6 +143,10 @@ class ChangePosition:
         return position_token(self.offset, self.row)
 
 
+#: The largest row index a token holds (its field is 8 digits): a token range's upper end.
+MAX_ROW = 99_999_999
+
+
 def position_token(offset: BinlogOffset, row: int) -> str:
     """`_binlake_offset` values: comparable as strings in Delta MERGE conditions. Lineage 0's
     tokens are digits; a later lineage's begin with `L` and its number, so they sort after."""

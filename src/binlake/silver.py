@@ -208,10 +208,20 @@ class TableApply:
     skips the silver files that cannot hold them instead of scanning the whole table.
     """
 
-    def __init__(self, config: Config, table: TableSchema, columns: T.StructType) -> None:
+    def __init__(
+        self,
+        config: Config,
+        table: TableSchema,
+        columns: T.StructType,
+        applied_before: tuple[str, str] | None = None,
+    ) -> None:
         self.config = config
         self.table = table
         self.columns = columns
+        #: The offset range the batch's changes had when it was planned on a source replaced
+        #: since (a failover, read again by GTID on the new one, at other offsets): the MERGE
+        #: and the changelog append that hold a change of that range ran then, and are skipped.
+        self.applied_before = applied_before
 
     def __call__(self, changes: DataFrame) -> int:
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
@@ -224,9 +234,14 @@ class TableApply:
                 return 0
             # Each is idempotent on its own, so a crash between them, or during either, is
             # replayed exactly whatever the order.
-            if count < SIDE_BY_SIDE_CHANGES:
-                self._merge(typed, summary)  # first: a small batch's latency is silver's commit
-                self._append_changelog(typed, summary)
+            spark = typed.sparkSession
+            merge = not self._applied(silver_table(self.config, self.table), spark)
+            append = not self._applied(changelog_table(self.config, self.table), spark)
+            if count < SIDE_BY_SIDE_CHANGES or not (merge and append):
+                if merge:
+                    self._merge(typed, summary)  # first: a small batch's latency is its commit
+                if append:
+                    self._append_changelog(typed, summary)
             else:
                 with ThreadPoolExecutor(1, thread_name_prefix="binlake-changelog") as pool:
                     changelog = pool.submit(self._append_changelog, typed, summary)
@@ -235,6 +250,13 @@ class TableApply:
             return count
         finally:
             typed.unpersist()
+
+    def _applied(self, table: LakeTable, spark: SparkSession) -> bool:
+        """Whether `table` holds a change of `applied_before` (the write of that table ran)."""
+        if self.applied_before is None or not table.exists(spark):
+            return False
+        low, high = self.applied_before
+        return not table.read(spark).where(F.col(OFFSET_COLUMN).between(low, high)).isEmpty()
 
     def _key_type(self, key: str) -> T.DataType:
         return self.columns[key].dataType

@@ -31,7 +31,7 @@ from binlake.events import attach, event
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
-from binlake.offsets import BinlogOffset, bytes_behind, position_token
+from binlake.offsets import MAX_ROW, BinlogOffset, bytes_behind, position_token
 from binlake.retention import warn_if_purge_near
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaChange, SchemaHistory, StreamTables
@@ -108,10 +108,11 @@ class BatchSink:
                 t for t in {*counts, *(d.table for d in ddl)}
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
-            steps = self._apply_tables(batch, names, ddl)
+            logged = batch_end(self.files, self.checkpoint, batch_id)
+            steps = self._apply_tables(batch, names, ddl, self._applied_before(logged))
         finally:
             batch.unpersist()
-        end = batch_end(self.files, self.checkpoint, batch_id)
+        end = None if logged is None else self.spec.on_source(logged)
         if end is not None:
             join_ready_tables(batch.sparkSession, self.config, self.spec, self.tables, end)
         lag_bytes, lag_seconds = self._lag(end, newest)
@@ -154,14 +155,26 @@ class BatchSink:
             self._query_id = str(json.loads(text).get("id", self.spec.job))
         return f"binlake-stream-{self._query_id}"
 
+    def _applied_before(self, logged: BinlogOffset | None) -> tuple[str, str] | None:
+        """The offset tokens this batch's changes had when it was planned on a source replaced
+        since (`StreamSpec.replayed`): what it applied then is not applied again."""
+        replayed = self.spec.replayed
+        if replayed is None or logged != replayed[1]:
+            return None
+        return position_token(replayed[0], 0), position_token(replayed[1], MAX_ROW)
+
     def _apply_tables(
-        self, batch: DataFrame, names: list[str], ddl: list[SchemaChange]
+        self,
+        batch: DataFrame,
+        names: list[str],
+        ddl: list[SchemaChange],
+        applied_before: tuple[str, str] | None,
     ) -> list[tuple[str, float]]:
         def one(name: str) -> tuple[str, float]:
             own = [d for d in ddl if d.table == name]
             _, seconds = timed(
                 apply_table_changes, batch.sparkSession, self.config, self.history, self.joined,
-                batch, name, own,
+                batch, name, own, applied_before,
             )  # fmt: skip
             return name, seconds
 
@@ -176,8 +189,10 @@ def apply_table_changes(
     batch: DataFrame,
     name: str,
     ddl: list[SchemaChange],
+    applied_before: tuple[str, str] | None = None,
 ) -> None:
-    """One table's rows and DDL of `batch`, segment by segment in binlog order."""
+    """One table's rows and DDL of `batch`, segment by segment in binlog order
+    (`applied_before`: see `TableApply`)."""
     rows = batch.where((F.col("_table") == name) & (F.col("_op") != DDL))
     bounds = [d.offset for d in ddl]
     for index, (low, high) in enumerate(zip([None, *bounds], [*bounds, None], strict=True)):
@@ -192,7 +207,7 @@ def apply_table_changes(
             if columns is None:
                 require_silver(spark, config, schema)
             else:
-                TableApply(config, schema, columns)(segment)
+                TableApply(config, schema, columns, applied_before)(segment)
         if index < len(ddl) and not _apply_ddl(spark, config, history, joined, ddl[index]):
             return  # the table went back to its snapshot, which holds its later rows
 

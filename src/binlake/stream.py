@@ -19,12 +19,13 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from binlake.binlog import check_available, first_offset_at_or_after
+from binlake.binlog import check_available, first_offset_at_or_after, offset_of_gtid
 from binlake.config import Config, SourceConfig
 from binlake.errors import (
     BinlogPurgedError,
     BinlogResetError,
     SnapshotIncompleteError,
+    SourceError,
     SourceReplacedError,
     carried_by,
 )
@@ -35,7 +36,7 @@ from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import checkpoint_path, ledger_path, schema_root, tables_path
 from binlake.lease import HeldLease, stream_lease
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
-from binlake.lineage import locate
+from binlake.lineage import current_lineage, locate
 from binlake.offsets import BinlogOffset
 from binlake.resnapshot import Resnapshots, restart_pending, start_anew
 from binlake.retention import warn_if_purge_near
@@ -59,6 +60,48 @@ def checkpoint_offset(files: LakeFiles, config: Config) -> BinlogOffset | None:
         if end is not None:
             return end
     return None
+
+
+def planned_offset(files: LakeFiles, config: Config) -> BinlogOffset | None:
+    """The end offset of a micro-batch planned and not committed (a run that failed or was
+    killed inside it), which Spark replays first on the next start; None if there is none."""
+    root = checkpoint_path(config)
+    committed = max(batch_ids(files, join(root, "commits")), default=-1)
+    planned = max(batch_ids(files, join(root, "offsets")), default=-1)
+    return batch_end(files, root, planned) if planned > committed else None
+
+
+@dataclass(frozen=True)
+class _Rebased:
+    """Where a resumed stream starts on the source as it is now (see `_rebased`)."""
+
+    start: BinlogOffset
+    rebase: tuple[tuple[BinlogOffset, BinlogOffset], ...] = ()
+    replayed: tuple[BinlogOffset, BinlogOffset] | None = None
+
+
+def _rebased(
+    files: LakeFiles, config: Config, source: SourceConfig, resume: BinlogOffset
+) -> _Rebased:
+    """The stream's start on the source as it is now (`lineage.locate`), and the checkpoint's
+    offsets the reader must read elsewhere: after a replaced source, the committed end and the
+    end of a batch planned before the replacement (Spark replays it, and it must read the same
+    transactions, found by GTID, since part of it may be applied already)."""
+    start = locate(files, config, source, resume)
+    if start == resume:
+        return _Rebased(start)
+    planned = planned_offset(files, config)
+    if planned is None:
+        return _Rebased(start, ((resume, start),))
+    found = locate(files, config, source, planned)
+    if found.lineage != start.lineage:
+        raise BinlogResetError(
+            f"the stream planned a batch up to {planned} before the source was replaced, "
+            "and that position has no GTID position to find it by on the new server: "
+            "re-snapshot the tables (`binlake snapshot --reset`) and stream them under a "
+            "new stream.job_name"
+        )
+    return _Rebased(start, ((resume, start), (planned, found)), (resume, planned))
 
 
 def _created_while_streaming(history: SchemaHistory, table: str) -> bool:
@@ -147,20 +190,32 @@ def _built_from_binlog(since: BinlogOffset | None, own: list[ChunkState]) -> boo
 
 
 def start_offset(
-    config: Config, source: SourceConfig, marks: dict[str, ChunkMarks]
+    config: Config, source: SourceConfig, marks: dict[str, ChunkMarks], lineage: int
 ) -> BinlogOffset:
+    """Where a new job starts (`stream.startup_mode`); a position the user names, or the
+    source's, is one of the lake's current `lineage`."""
     mode = config.stream.startup_mode
     if mode == "initial":
         return min(BinlogOffset(f, p) for m in marks.values() for f, p in m.high_watermarks)
     if mode == "specific-offset":
         assert config.stream.startup_file is not None and config.stream.startup_pos is not None
-        return BinlogOffset(config.stream.startup_file, config.stream.startup_pos)
+        return BinlogOffset(config.stream.startup_file, config.stream.startup_pos).on(lineage)
     if mode == "timestamp":
         assert config.stream.startup_timestamp is not None
         return first_offset_at_or_after(
             source, config.stream_server_id, config.stream.startup_timestamp
-        )
-    return head_offset(source)
+        ).on(lineage)
+    if mode == "gtid":
+        assert config.stream.startup_gtid is not None
+        found = offset_of_gtid(source, config.stream_server_id, config.stream.startup_gtid)
+        if found is None:
+            raise SourceError(
+                f"the source at {source.host}:{source.port} does not hold GTID position "
+                f"{config.stream.startup_gtid} in its binlog (purged, or never written there: "
+                "SHOW BINARY LOGS and @@gtid_binlog_state show what it holds)"
+            )
+        return found.on(lineage)
+    return head_offset(source, lineage)
 
 
 @dataclass(frozen=True)
@@ -269,8 +324,15 @@ def _start_and_follow(
     history = schema_history(spark, config)
     created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}
     marks = chunk_marks(applied, chunks, joined, created) if initial else {}
-    start = resume or resolved_start(files, config, lambda: start_offset(config, source, marks))
-    start = locate(files, config, source, start)
+    if resume is None:
+        lineage = current_lineage(files, config).number
+        resolved = resolved_start(
+            files, config, lambda: start_offset(config, source, marks, lineage)
+        )
+        rebased = _Rebased(locate(files, config, source, resolved))
+    else:
+        rebased = _rebased(files, config, source, resume)
+    start = rebased.start
     try:
         check_available(source, start, sorted(joined), config.stream.job_name)
     except BinlogResetError:
@@ -301,8 +363,10 @@ def _start_and_follow(
     side_by_side(prepare, [t.qualified for t in applied])
     if first_start:
         registry.update(lambda recorded: {**joined, **recorded})
-    rebase = (resume, start) if resume is not None and resume != start else None
-    spec = replace(stream_spec(config, source, start, marks), server=server, rebase=rebase)
+    spec = replace(
+        stream_spec(config, source, start, marks),
+        server=server, rebase=rebased.rebase, replayed=rebased.replayed,
+    )  # fmt: skip
     if initial:
         join_ready_tables(spark, config, spec, by_name, start)
     sink = BatchSink(config, spec, tables, checkpoint_path(config), files)
@@ -326,12 +390,12 @@ def _start_and_follow(
         except StreamingQueryException as failure:
             raise sink.failure or carried_by(failure) or failure from None
         batches, changes = batches + ran[0], changes + ran[1]
-        reached = checkpoint_offset(files, config) or spec.start
+        reached = spec.on_source(checkpoint_offset(files, config) or spec.start)
         if target is None or reached >= target or reached <= spec.start:
             break
         spec = replace(spec, start=reached)
     if available_now:
-        resnapshots.finish(spec, by_name, checkpoint_offset(files, config) or start)
+        resnapshots.finish(spec, by_name, spec.on_source(checkpoint_offset(files, config) or start))
     return StreamSummary(batches, changes, time.monotonic() - started)
 
 

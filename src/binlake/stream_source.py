@@ -120,16 +120,20 @@ class StreamSpec:
     stop: BinlogOffset | None = None  # a bounded stream (a joining table's catch-up) ends here
     max_bytes: int | None = None  # stream.max_bytes_per_batch
     server: int | None = None  # the source's server_id when the query started
-    #: The checkpoint's offset on a replaced source's binlog and where `lineage.locate` found
-    #: it on the new one: Spark hands the first batch the former, the reader reads the latter.
-    rebase: tuple[BinlogOffset, BinlogOffset] | None = None
+    #: The checkpoint's offsets on a replaced source's binlog and where `lineage.locate` found
+    #: them on the new one: Spark hands the reader the former, the reader reads the latter.
+    rebase: tuple[tuple[BinlogOffset, BinlogOffset], ...] = ()
+    #: The range, on the replaced source, of a batch planned there and not committed: Spark
+    #: replays it first, read on the new source, and what it applied then is not applied again.
+    replayed: tuple[BinlogOffset, BinlogOffset] | None = None
 
     def offset(self, data: dict[str, Any]) -> BinlogOffset:
         """An offset Spark hands the reader, on the source as it is now."""
-        offset = BinlogOffset.from_dict(data)
-        if self.rebase is not None and offset == self.rebase[0]:
-            return self.rebase[1]
-        return offset
+        return self.on_source(BinlogOffset.from_dict(data))
+
+    def on_source(self, offset: BinlogOffset) -> BinlogOffset:
+        """A checkpoint offset on the source as it is now (see `rebase`)."""
+        return next((new for old, new in self.rebase if old == offset), offset)
 
     def check_server(self, conn: Any) -> None:
         """Stop a batch whose source was replaced under the running query (a failover to a
@@ -278,6 +282,9 @@ def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBa
         batches = ChangeBatches()
         for block in _filtered_blocks(conn, spec, events):
             yield from batches.of(block)
+        # A source replaced while the range was read (a read reconnected to another server at
+        # the same address) fails the batch before Spark commits it.
+        spec.check_server(conn)
 
 
 Event = RowChange | SchemaChange

@@ -12,6 +12,8 @@ stream follows it again.
 
 from __future__ import annotations
 
+import subprocess
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,7 +23,8 @@ from binlake.errors import BinlogResetError, SourceError
 from binlake.lake import lake_table
 from binlake.lake_files import ArrowFiles
 from binlake.lineage import current_lineage
-from binlake.stream import checkpoint_offset
+from binlake.sink import BatchSink
+from binlake.stream import checkpoint_offset, planned_offset
 
 from .items import (
     ITEMS,
@@ -29,9 +32,11 @@ from .items import (
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
     logged_events,
+    running_stream,
+    wait_for,
 )
 from .replay import connect
-from .servers import PrivateServer
+from .servers import DB_SH, PrivateServer
 
 pytestmark = pytest.mark.integration
 
@@ -67,6 +72,17 @@ def _promote(primary: PrivateServer, replica: PrivateServer) -> None:
     _sql(replica, "RESET SLAVE ALL")
 
 
+def _create_items(primary: PrivateServer) -> None:
+    with connect(primary.db_env) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{DATABASE}`")
+        cur.execute(f"USE `{DATABASE}`")
+        cur.execute(ITEMS)
+        cur.executemany(
+            "INSERT INTO items (id, name, qty, price) VALUES (%s, %s, 0, 1.25)",
+            [(i, f"item{i}") for i in range(1, 401)],
+        )
+
+
 def _check(spark: Any, server: PrivateServer, config: Any) -> None:
     with connect(server.db_env, DATABASE) as conn, conn.cursor() as cur:
 
@@ -84,19 +100,12 @@ def _check(spark: Any, server: PrivateServer, config: Any) -> None:
 
 
 def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
-    spark: Any, private_mariadb: Any, make_private_config: Any
+    spark: Any, private_mariadb: Any, make_private_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     primary = private_mariadb({})
     replica = private_mariadb({"server_id": "2", "log_slave_updates": "1"})
     _replicate(primary, replica)
-    with connect(primary.db_env) as conn, conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE `{DATABASE}`")
-        cur.execute(f"USE `{DATABASE}`")
-        cur.execute(ITEMS)
-        cur.executemany(
-            "INSERT INTO items (id, name, qty, price) VALUES (%s, %s, 0, 1.25)",
-            [(i, f"item{i}") for i in range(1, 401)],
-        )
+    _create_items(primary)
     on_primary = make_private_config(
         primary, DATABASE, snapshot={"chunk_size": 100}, lake={"event_log": True}
     )
@@ -107,6 +116,20 @@ def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
     with Racer(primary.db_env, DATABASE) as racer:  # changes the stream has not read
         while racer.statements < 100:
             racer.stop.wait(0.1)
+    # A batch planned, applied to silver and the changelog, its checkpoint commit lost: the
+    # stream replays it first, on the new server, and must read the same transactions there.
+    original = BatchSink.__call__
+
+    def applied_then_lost(self: BatchSink, batch: Any, batch_id: int) -> None:
+        original(self, batch, batch_id)
+        raise RuntimeError("the driver died before the checkpoint commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BatchSink, "__call__", applied_then_lost)
+        with pytest.raises(Exception, match="died before the checkpoint commit"):
+            jobs.stream(spark, on_primary, available_now=True)
+    planned = planned_offset(ArrowFiles(), on_primary)
+    assert planned is not None and planned > left and planned.gtid
     _sql(primary, "FLUSH BINARY LOGS")
     _promote(primary, replica)
     _sql(replica, "FLUSH BINARY LOGS")  # the primary's file names exist on the replica too
@@ -150,3 +173,51 @@ def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
         cur.execute("UPDATE items SET qty = qty + 1 WHERE id <= 5")
     with pytest.raises(BinlogResetError, match="does not hold the stream's position"):
         jobs.stream(spark, on_replica, available_now=True)
+
+
+def test_a_replica_promoted_behind_the_same_address_under_a_running_stream(
+    spark: Any, private_mariadb: Any, make_private_config: Any
+) -> None:
+    """The failover a virtual IP or a DNS name makes: the continuous stream reads the primary,
+    writes racing; the primary stops, the replica is promoted and takes the primary's address
+    (one account on both, as replication would have made it). The running stream
+    reconnects to another server: the batch that meets it fails before it commits, the stream
+    starts again, finds its GTID position on the new server and goes on, writes racing."""
+    primary = private_mariadb({})
+    replica = private_mariadb({"server_id": "2", "log_slave_updates": "1"})
+    _replicate(primary, replica)
+    with connect(primary.db_env) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute("ALTER USER 'binlake'@'127.0.0.1' IDENTIFIED BY %s", (replica.password,))
+    address = replace(primary, password=replica.password)  # the account both servers have
+    _create_items(address)
+    config = make_private_config(
+        address, DATABASE, snapshot={"chunk_size": 100}, stream={"trigger_interval": "1s"}
+    )
+    jobs.snapshot(spark, config)
+    files = ArrowFiles()
+    with running_stream(spark, config) as stream:
+        with Racer(address.db_env, DATABASE) as racer:
+            wait_for(
+                lambda: racer.statements > 150 and checkpoint_offset(files, config) is not None
+            )
+        _promote(address, replica)
+        replica.stop()  # and up again at the primary's address
+        moved = subprocess.run(
+            [str(DB_SH), "up"], env={**replica.script_env, "BINLAKE_DB_PORT": str(primary.port)},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert moved.returncode == 0, moved.stderr
+        with Racer(address.db_env, DATABASE):  # the primary's address: the new primary
+            wait_for(lambda: _lineage(files, config) == 1, 240)
+            assert stream.is_alive()
+    left = checkpoint_offset(files, config)
+    assert left is not None and left.lineage == 1
+    jobs.stream(spark, config, available_now=True)
+    _check(spark, address, config)  # the primary's address: the new primary
+
+
+def _lineage(files: ArrowFiles, config: Any) -> int | None:
+    """The lineage of the stream's checkpoint offset; None before its first batch."""
+    offset = checkpoint_offset(files, config)
+    return None if offset is None else offset.lineage

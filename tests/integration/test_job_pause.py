@@ -13,6 +13,7 @@ import yaml
 
 from binlake import cli
 
+from .items import logged_events
 from .workspace_api import JOB_ID, TOKEN, Workspace
 
 
@@ -35,7 +36,8 @@ def test_a_stream_stopped_by_an_unfinished_snapshot_pauses_its_continuous_job(
     continuous = {"pause_status": "UNPAUSED", "task_retry_mode": "ON_FAILURE"}
     api = workspace_api
     api.job_settings = {"name": "binlake silver stream", "continuous": continuous}
-    config = _config_file(make_config, tmp_path)
+    recorded = make_config(lake={"event_log": True})
+    config = _config_file(lambda: recorded, tmp_path)
 
     code = cli.main(["stream", "--config", str(config), f"--job-id={JOB_ID}", "--available-now"])
 
@@ -52,6 +54,11 @@ def test_a_stream_stopped_by_an_unfinished_snapshot_pauses_its_continuous_job(
     assert any(f"paused job {JOB_ID} (continuous)" in m for m in caplog.messages), caplog.messages
     assert lines[-1].startswith("binlake: error: ") and "snapshot" in lines[-1], lines
     assert TOKEN not in "\n".join(lines)
+    # The event log says so, before the stop that caused it.
+    (paused,) = logged_events(spark, recorded, "job_paused")
+    (stopped,) = logged_events(spark, recorded, "error")
+    assert f"paused job {JOB_ID} (continuous)" in paused.message and paused.job == "silver"
+    assert paused.ts <= stopped.ts and "snapshot" in stopped.message
 
 
 def test_a_scheduled_job_is_paused_with_its_schedule_kept_and_an_already_paused_one_is_left(

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake import jobs
-from binlake.errors import BinlogPurgedError, SnapshotIncompleteError
+from binlake.errors import BinlogPurgedError, SnapshotIncompleteError, SourceError
 from binlake.lake import lake_table
 from binlake.ledger import Ledger
 from binlake.offsets import BinlogOffset, position_token
@@ -658,6 +658,34 @@ def test_stream_startup_timestamp_applies_changes_committed_from_that_time(
             "job_name": "from_timestamp",
         },
     )
+    jobs.stream(spark, config, available_now=True)
+    oracle = _oracle(db_env, database, "items")
+    source = source_rows(db_env, oracle)
+    assert silver_rows(spark, config, oracle) == {(1,): source[(1,)], (2,): source[(2,)]}
+    notes = sorted(
+        r["_after"]["note"]
+        for r in spark.read.format("delta").load(_changelog(config, "items")).collect()
+    )
+    assert notes == ["after", "updated after"]  # the 'before' insert was not replayed
+
+
+def test_stream_startup_gtid_applies_the_transactions_after_that_position(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, configure: Any
+) -> None:
+    """`gtid` mode (MariaDB) starts after the given GTID position: the transaction that made it
+    never reaches silver, the ones after do. A position the server never wrote is refused with
+    what it holds, before anything is created."""
+    sql(DDL["items"])
+    sql("INSERT INTO items (id, price, created, note) VALUES (1, 1.00, NOW(6), 'before')")
+    position = str(sql("SELECT @@GLOBAL.gtid_binlog_pos")[0][0])
+    sql("INSERT INTO items (id, price, created, note) VALUES (2, 2.00, NOW(6), 'after')")
+    sql("UPDATE items SET note = 'updated after' WHERE id = 1")
+    stream = {"startup_mode": "gtid", "job_name": "from_gtid"}
+    unknown = configure(source={"tables": ["items"]}, stream={**stream, "startup_gtid": "0-77-1"})
+    with pytest.raises(SourceError, match="does not hold GTID position 0-77-1"):
+        jobs.stream(spark, unknown, available_now=True)
+    assert not Path(_silver(unknown, "items")).exists()
+    config = configure(source={"tables": ["items"]}, stream={**stream, "startup_gtid": position})
     jobs.stream(spark, config, available_now=True)
     oracle = _oracle(db_env, database, "items")
     source = source_rows(db_env, oracle)

@@ -460,3 +460,15 @@ def test_silver_deletes_are_hard_unless_soft_is_asked_for() -> None:
     assert soft.silver.deletes == "soft"
     with pytest.raises(ConfigError, match=r"silver\.deletes"):
         parse_config({"source": {"database": "shop"}, "silver": {"deletes": "archive"}})
+
+
+def test_gtid_startup_needs_a_mariadb_gtid_position() -> None:
+    assert "gtid needs startup_gtid" in config_error(
+        {**MINIMAL, "stream": {"startup_mode": "gtid"}}
+    )
+    for wrong in ["0-1", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", "0-1-100,", "a-b-c"]:
+        stream = {"startup_mode": "gtid", "startup_gtid": wrong}
+        message = config_error({**MINIMAL, "stream": stream})
+        assert "MariaDB GTID position" in message and repr(wrong) in message
+    stream = {"startup_mode": "gtid", "startup_gtid": "0-1-100,1-2-7"}
+    assert parse_config({**MINIMAL, "stream": stream}).stream.startup_gtid == "0-1-100,1-2-7"
