@@ -135,6 +135,18 @@ def assert_changelog_holds_each_change_once(spark: Any, config: Any, table: str)
     assert changelog.count() == changelog.select("_binlake_offset", "_op").distinct().count()
 
 
+def assert_lands_exactly(spark: Any, db_env: dict[str, str], config: Any, table: str) -> None:
+    """Silver equals the source's `table` (chispa) and the changelog holds each change once."""
+    with connect(db_env, config.source.database) as conn, conn.cursor() as cur:
+
+        def sql(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
+            cur.execute(statement, args)
+            return list(cur.fetchall())
+
+        assert_silver_is_source(spark, sql, config, table)
+    assert_changelog_holds_each_change_once(spark, config, table)
+
+
 def logged_events(spark: Any, config: Any, kind: str) -> list[Any]:
     """The event log's rows of `kind`, oldest first."""
     frame = event_table(config).read(spark)

@@ -29,8 +29,7 @@ from binlake.stream import checkpoint_offset, planned_offset
 from .items import (
     ITEMS,
     Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
+    assert_lands_exactly,
     logged_events,
     running_stream,
     wait_for,
@@ -84,14 +83,7 @@ def _create_items(primary: PrivateServer) -> None:
 
 
 def _check(spark: Any, server: PrivateServer, config: Any) -> None:
-    with connect(server.db_env, DATABASE) as conn, conn.cursor() as cur:
-
-        def sql(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
-            cur.execute(statement, args)
-            return list(cur.fetchall())
-
-        assert_silver_is_source(spark, sql, config, "items")
-    assert_changelog_holds_each_change_once(spark, config, "items")
+    assert_lands_exactly(spark, server.db_env, config, "items")
     # Offsets of two lineages never collide, so also by content: the racer's updates add 1
     # to qty, and an id is inserted and deleted once, so no change repeats an image.
     changelog = lake_table(config.lake, "bronze", DATABASE, "items__changelog").read(spark)

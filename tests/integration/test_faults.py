@@ -34,6 +34,7 @@ from .items import (
     ITEMS,
     Racer,
     assert_changelog_holds_each_change_once,
+    assert_lands_exactly,
     assert_silver_is_source,
     logged_events,
     seed_items,
@@ -112,14 +113,7 @@ def restart(server: PrivateServer, down_s: float = 2.0) -> None:
 
 
 def _check(spark: Any, server: PrivateServer, config: Any) -> None:
-    with connect(server.db_env, DATABASE) as conn, conn.cursor() as cur:
-
-        def sql(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
-            cur.execute(statement, args)
-            return list(cur.fetchall())
-
-        assert_silver_is_source(spark, sql, config, "items")
-    assert_changelog_holds_each_change_once(spark, config, "items")
+    assert_lands_exactly(spark, server.db_env, config, "items")
 
 
 @contextlib.contextmanager
