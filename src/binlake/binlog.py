@@ -299,7 +299,7 @@ def check_available(source: SourceConfig, start: BinlogOffset, tables: list[str]
         raise BinlogPurgedError(
             f"the source has purged binlog file {start.binlog_file} (oldest kept: "
             f"{files[0] if files else 'none'}), so the changes after {start} to "
-            f"{', '.join(sorted(tables))} are lost to binlake: {_lost_remedy(tables, job)}; "
+            f"{', '.join(sorted(tables))} are lost to binlake: {lost_remedy(tables, job)}; "
             "and keep binlogs longer on the source (binlog_expire_logs_seconds)"
         )
 
@@ -314,11 +314,12 @@ def binlog_behind(
         f"stream's position {start}: its binlog was reset (RESET MASTER), its log_bin basename "
         "changed, or another server (a promoted replica) answers at that address. binlake's "
         f"positions of {', '.join(sorted(tables))} mean nothing there, and the changes since "
-        f"are lost to binlake: {_lost_remedy(tables, job)}"
+        f"are lost to binlake: {lost_remedy(tables, job)}"
     )
 
 
-def _lost_remedy(tables: list[str], job: str) -> str:
+def lost_remedy(tables: list[str], job: str) -> str:
+    """What makes silver whole again after the changes of `tables` were lost to stream `job`."""
     names = ",".join(sorted(t.split(".", 1)[1] for t in tables))
     return (
         f"re-snapshot them with `binlake snapshot --tables {names} --reset`, then stream them "

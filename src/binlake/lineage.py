@@ -23,7 +23,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from binlake.binlog import offset_of_gtid
+from binlake.binlog import lost_remedy, offset_of_gtid
 from binlake.config import Config, SourceConfig
 from binlake.errors import BinlogResetError, SourceError
 from binlake.events import event
@@ -87,7 +87,11 @@ def source_lineage(files: LakeFiles, config: Config, source: SourceConfig) -> in
 
 
 def locate(
-    files: LakeFiles, config: Config, source: SourceConfig, start: BinlogOffset
+    files: LakeFiles,
+    config: Config,
+    source: SourceConfig,
+    start: BinlogOffset,
+    tables: list[str],
 ) -> BinlogOffset:
     """The stream's `start` on the source as it is now: `start` itself (with its GTID position
     learnt, if it had none) while the source is the lineage's server and still holds it there;
@@ -112,7 +116,7 @@ def locate(
     if found is None:
         if current and not held:  # purged: `check_available` says so, and what follows
             return start
-        raise _lost(source, start, server)
+        raise _lost(source, start, server, tables, config.stream.job_name)
     if on_its_server and start.lineage < lineage.number:
         return found.on(lineage.number)  # another job moved the lake onto this server already
     entered = found.on(lineage.number + 1)
@@ -128,12 +132,14 @@ def locate(
     return entered
 
 
-def _lost(source: SourceConfig, start: BinlogOffset, server: int) -> BinlogResetError:
+def _lost(
+    source: SourceConfig, start: BinlogOffset, server: int, tables: list[str], job: str
+) -> BinlogResetError:
     return BinlogResetError(
         f"the source at {source.host}:{source.port} (server_id {server}) does not hold the "
         f"stream's position {start} (GTID position {start.gtid}) in its binlog: its binlog was "
-        "reset without its GTID state, or it is a replica promoted before it had every "
-        "transaction the stream read (the lake holds changes the source does not). "
-        "Re-snapshot the tables (`binlake snapshot --reset`) and stream them under a new "
-        "stream.job_name"
+        "reset (RESET MASTER) without its GTID state, or it is a replica promoted before it "
+        "had every transaction the stream read (the lake holds changes the source does not). "
+        f"The changes since to {', '.join(sorted(tables))} are lost to binlake: "
+        f"{lost_remedy(tables, job)}"
     )

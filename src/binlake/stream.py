@@ -19,7 +19,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from binlake.binlog import check_available, first_offset_at_or_after, offset_of_gtid
+from binlake.binlog import (
+    check_available,
+    first_offset_at_or_after,
+    lost_remedy,
+    offset_of_gtid,
+)
 from binlake.config import Config, SourceConfig
 from binlake.errors import (
     BinlogPurgedError,
@@ -81,25 +86,28 @@ class _Rebased:
 
 
 def _rebased(
-    files: LakeFiles, config: Config, source: SourceConfig, resume: BinlogOffset
+    files: LakeFiles,
+    config: Config,
+    source: SourceConfig,
+    resume: BinlogOffset,
+    tables: list[str],
 ) -> _Rebased:
     """The stream's start on the source as it is now (`lineage.locate`), and the checkpoint's
     offsets the reader must read elsewhere: after a replaced source, the committed end and the
     end of a batch planned before the replacement (Spark replays it, and it must read the same
     transactions, found by GTID, since part of it may be applied already)."""
-    start = locate(files, config, source, resume)
+    start = locate(files, config, source, resume, tables)
     if start == resume:
         return _Rebased(start)
     planned = planned_offset(files, config)
     if planned is None:
         return _Rebased(start, ((resume, start),))
-    found = locate(files, config, source, planned)
+    found = locate(files, config, source, planned, tables)
     if found.lineage != start.lineage:
         raise BinlogResetError(
             f"the stream planned a batch up to {planned} before the source was replaced, "
             "and that position has no GTID position to find it by on the new server: "
-            "re-snapshot the tables (`binlake snapshot --reset`) and stream them under a "
-            "new stream.job_name"
+            f"{lost_remedy(tables, config.stream.job_name)}"
         )
     return _Rebased(start, ((resume, start), (planned, found)), (resume, planned))
 
@@ -329,9 +337,9 @@ def _start_and_follow(
         resolved = resolved_start(
             files, config, lambda: start_offset(config, source, marks, lineage)
         )
-        rebased = _Rebased(locate(files, config, source, resolved))
+        rebased = _Rebased(locate(files, config, source, resolved, sorted(joined)))
     else:
-        rebased = _rebased(files, config, source, resume)
+        rebased = _rebased(files, config, source, resume, sorted(joined))
     start = rebased.start
     try:
         check_available(source, start, sorted(joined), config.stream.job_name)
