@@ -117,6 +117,8 @@ def locate(
         if current and not held:  # purged: `check_available` says so, and what follows
             return start
         raise _lost(source, start, server, tables, config.stream.job_name)
+    if current and (found.binlog_file, found.pos) == (start.binlog_file, start.pos):
+        return start  # the same place after all (its GTID position could not be read there)
     if on_its_server and start.lineage < lineage.number:
         return found.on(lineage.number)  # another job moved the lake onto this server already
     entered = found.on(lineage.number + 1)
