@@ -38,11 +38,18 @@ SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports nobody listens on now (the server fails fast on a taken one: no
+    port retries)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+
+
 def free_port() -> int:
-    """A port nobody listens on now (the server fails fast on a taken one: no port retries)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def delta_jars() -> list[str]:
@@ -55,10 +62,15 @@ def delta_jars() -> list[str]:
 
 
 def server_command(workdir: Path, port: int) -> list[str]:
-    """The spark-submit command line of a local Connect server with Delta on `port`."""
+    """The spark-submit command line of a local Connect server with Delta on `port`. Its own
+    driver and block manager listen on ports chosen with it: left to the system, one of them
+    once took `port` first, and the server died unable to bind it while the port answered."""
+    driver, blocks = [other for other in free_ports(3) if other != port][:2]
     confs = {
         **local_tuning(),
         "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.port": str(driver),
+        "spark.blockManager.port": str(blocks),
         # Loopback only: a test server must not be reachable from the network.
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.driver.memory": "2g",
