@@ -35,7 +35,11 @@ def _stream(spark: Any, config: Any) -> None:
     jobs.stream(spark, config, available_now=True)
 
 
-@pytest.mark.parametrize("mode", ["lenient", "evolve"])
+@pytest.mark.parametrize(
+    "mode",
+    # lenient's replay of these statements: test_ddl_replays and test_ddl_met_late (lenient).
+    [pytest.param("lenient", marks=pytest.mark.soak), "evolve"],
+)
 def test_silver_follows_each_schema_change_while_writes_race(
     spark: Any, sql: Any, make_config: Any, racer: Any, mode: str
 ) -> None:
