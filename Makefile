@@ -60,10 +60,12 @@ unit: $(VENV)/.installed ## Unit tests only (no database, no Spark)
 test: setup lint db-up ## Lint, unit and integration tests against the real MariaDB, binlog and Delta
 	$(DB_ENV) && $(VENV)/bin/pytest -q -p no:cacheprovider -m "not soak" tests
 
-run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, print what landed
+run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, change rows, catch up again, print what landed
 	rm -rf lakehouse
 	$(DB_ENV) && scripts/db.sh sql < fixtures/shop.sql
 	$(DB_ENV) && $(VENV)/bin/binlake bundle run-local silver_catchup --target local
+	$(DB_ENV) && scripts/db.sh sql < fixtures/shop_changes.sql
+	$(DB_ENV) && $(VENV)/bin/binlake stream --available-now --config fixtures/demo.yml
 	$(DB_ENV) && $(VENV)/bin/binlake status --config fixtures/demo.yml
 	$(DB_ENV) && $(VENV)/bin/binlake verify --config fixtures/demo.yml
 

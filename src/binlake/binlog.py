@@ -528,7 +528,7 @@ class _Reader:
                 self.decoders[name] = _TableDecoder(change.after, old.known if old else None)
             floor = self.floors.get(change.table)
             if floor is None or offset > floor:
-                yield change
+                yield replace(change, ts=float(event.timestamp))
 
     def _changes(self, event: RowsEvent, offset: BinlogOffset) -> Iterator[RowChange]:
         decoder = self.decoders.get(event.table)

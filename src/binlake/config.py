@@ -339,11 +339,55 @@ class StreamConfig(_Section):
         return self
 
 
+#: `silver.history`: each key's current row, or every version of it (SCD type 2).
+SilverHistory = Literal["latest", "scd2"]
+
+
 class SilverConfig(_Section):
     #: `hard`: a row deleted at the source is deleted from silver. `soft`: it stays, with
     #: `_deleted_at` set to the delete's binlog commit time (NULL on live rows); a key inserted
     #: again is live again.
     deletes: Literal["hard", "soft"] = "hard"
+    #: `latest`: silver holds each key's current row. `scd2`: silver holds every version of
+    #: each row (slowly changing dimension type 2), with `_valid_from`/`_valid_to` (binlog
+    #: commit times) and `_is_current`, ordered by binlog position.
+    history: SilverHistory = "latest"
+    #: Per-table `history`, by table name or fully-matched regular expression (wins over
+    #: `history`): `{customers: scd2}`.
+    history_tables: dict[str, SilverHistory] = Field(default_factory=dict)
+
+    @field_validator("history_tables", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        """An empty job parameter (`--set silver.history_tables=`) is no per-table history."""
+        return {} if value in (None, "") else value
+
+    @model_validator(mode="after")
+    def _soft_deletes_are_not_history(self) -> SilverConfig:
+        if self.deletes == "soft" and "scd2" in (self.history, *self.history_tables.values()):
+            raise ValueError(
+                "silver.deletes: soft and silver.history: scd2 do not combine: an scd2 table "
+                "keeps a deleted row as its last version (`_valid_to` set, `_is_current` false)"
+            )
+        return self
+
+    def history_of(self, table: str) -> SilverHistory:
+        """The history kept for `table` (a table name, without its database)."""
+        for pattern, history in self.history_tables.items():
+            if table_matches(pattern, table):
+                return history
+        return self.history
+
+
+def table_matches(pattern: str, name: str) -> bool:
+    """Whether a table name or fully-matched regular expression of a per-table key names the
+    table `name`."""
+    if name == pattern:
+        return True
+    try:
+        return re.fullmatch(pattern, name) is not None
+    except re.error:
+        return False
 
 
 class Config(_Section):

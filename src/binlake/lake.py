@@ -84,11 +84,15 @@ class LakeTable(ABC):
         unqualified, so `source`'s columns must have other names (`source_prefix`)."""
         return source.mergeInto(self.sql, on)
 
-    def update(self, spark: SparkSession, values: dict[str, Column]) -> None:
-        """Set columns of every row (`values`: quoted column name → an expression of the row's
-        own columns and literals). A MERGE of one row that matches every row: Delta's SQL
-        UPDATE takes no parameters, and a value (a column's DEFAULT) is never SQL text."""
-        self.merge(self._one_row(spark), F.lit(True)).whenMatched().update(values).merge()
+    def update(
+        self, spark: SparkSession, values: dict[str, Column], where: Column | None = None
+    ) -> None:
+        """Set columns of every row, or of the rows `where` holds (`values`: quoted column name
+        → an expression of the row's own columns and literals). A MERGE of one row that matches
+        them: Delta's SQL UPDATE takes no parameters, and a value (a column's DEFAULT) is never
+        SQL text."""
+        on = F.lit(True) if where is None else where
+        self.merge(self._one_row(spark), on).whenMatched().update(values).merge()
 
     def delete(self, spark: SparkSession, where: Column | None = None) -> None:
         """Delete every row, or the rows `where` holds (an expression of the row's columns and

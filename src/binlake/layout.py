@@ -27,6 +27,12 @@ def ledger_path(config: Config) -> str:
 
 #: With `silver.deletes: soft`, the silver column holding when the source deleted the row.
 DELETED_COLUMN = "_deleted_at"
+#: With `silver.history: scd2`, silver's columns of each version beside `_binlake_offset`: when
+#: it began and ended (binlog commit times), whether it is its key's live one, and the position
+#: of the change that ended it.
+VALID_FROM, VALID_TO, IS_CURRENT = "_valid_from", "_valid_to", "_is_current"
+END_OFFSET = "_binlake_end_offset"
+HISTORY_COLUMNS = (VALID_FROM, VALID_TO, IS_CURRENT, END_OFFSET)
 #: The event log's table name in the silver schema, with `lake.catalog`.
 EVENTS_TABLE = "binlake_events"
 

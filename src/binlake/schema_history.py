@@ -185,6 +185,9 @@ class SchemaChange:
     # The ALTERs run on the table's shadow (see `SchemaEntry.shadow`): after a shadow or park
     # change, the ones known so far; at a swap, the ones that made the layout it brings in.
     shadow: tuple[str, ...] = ()
+    # When the statement was written (epoch seconds, the binlog event's header); 0 where
+    # unknown (a schema history entry read back). An scd2 silver's versions end at it.
+    ts: float = 0.0
 
     @property
     def name(self) -> str:

@@ -34,13 +34,19 @@ from binlake.lake import (
     lake_table,
     source_prefix,
 )
-from binlake.layout import DELETED_COLUMN
+from binlake.layout import DELETED_COLUMN, END_OFFSET, HISTORY_COLUMNS, IS_CURRENT
 from binlake.schema import TableSchema
+from binlake.silver_history import (
+    OFFSET_COLUMN,
+    current_versions,
+    history_fields,
+    join_snapshot,
+    merge_changes,
+)
 from binlake.typemap import exact_key, key_literal, spark_schema
 
 log = logging.getLogger(__name__)
 
-OFFSET_COLUMN = "_binlake_offset"
 SILVER_FILE_ROWS = 50_000  # rows per silver file at creation (see ensure_silver)
 #: A batch with at most this many distinct keys of a single-column key MERGEs with `key IN
 #: (...)`, which Delta's data skipping resolves to the files holding them; larger batches use
@@ -91,6 +97,10 @@ def ensure_silver(
     """
     silver = silver_table(config, table)
     exists = silver.exists(spark)
+    _require_history_as_configured(spark, config, table, silver, exists)
+    if keeps_history(config, table.name):
+        _ensure_history(spark, config, table, from_bronze, replace or not exists, exists)
+        return
     soft = config.silver.deletes == "soft"
     if exists and not replace:
         if soft:
@@ -99,13 +109,8 @@ def ensure_silver(
     columns = list(table.column_names)
     deleted = [F.lit(None).cast(T.TimestampType()).alias(DELETED_COLUMN)] if soft else []
     if from_bronze:
-        bronze = bronze_table(config, table).read(spark)
         key = [F.col(column_name(k)) for k in table.key]
-        rows = bronze.select(
-            *[F.col(column_name(c)) for c in columns],
-            offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
-            *deleted,
-        )
+        rows = _bronze_rows(spark, config, table).select("*", *deleted)
         one_file = bronze_rows is not None and bronze_rows <= SILVER_FILE_ROWS
         initial = (
             rows.coalesce(1) if one_file else rows.repartitionByRange(*key)
@@ -124,6 +129,75 @@ def ensure_silver(
         exists = True
     _save_silver(initial, silver, mapping, "overwrite" if exists else "error")
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
+
+
+def _bronze_rows(spark: SparkSession, config: Config, table: TableSchema) -> DataFrame:
+    """Bronze's rows as silver takes them: the data columns and `_binlake_offset`, the position
+    of their chunk's HW."""
+    return (
+        bronze_table(config, table)
+        .read(spark)
+        .select(
+            *[F.col(column_name(c)) for c in table.column_names],
+            offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0)).alias(OFFSET_COLUMN),
+        )
+    )
+
+
+def keeps_history(config: Config, table: str) -> bool:
+    """Whether silver of `table` (its name) keeps every version (`silver.history: scd2`)."""
+    return config.silver.history_of(table) == "scd2"
+
+
+def _require_history_as_configured(
+    spark: SparkSession, config: Config, table: TableSchema, silver: LakeTable, exists: bool
+) -> None:
+    """Refuse to treat an scd2 silver's versions as rows: its keys are not unique."""
+    if not exists or keeps_history(config, table.name):
+        return
+    schema = silver.schema(spark)
+    if schema is not None and END_OFFSET in schema.fieldNames():
+        raise LakeError(
+            f"silver of {table.qualified}, {silver}, keeps every version of its rows "
+            "(silver.history: scd2), and the config now asks for latest: set silver.history "
+            f"(or silver.history_tables) back to scd2 for {table.name}, or rebuild silver with "
+            f"`binlake snapshot --tables {table.name} --reset`"
+        )
+
+
+def _ensure_history(
+    spark: SparkSession,
+    config: Config,
+    table: TableSchema,
+    from_bronze: bool,
+    join: bool,
+    exists: bool,
+) -> None:
+    """An scd2 silver: created empty, then a snapshot's rows joined into its history (see
+    `silver_history`); a silver of latest rows turns into the history they start."""
+    silver = silver_table(config, table)
+    if not exists:
+        fields = [*spark_schema(table).fields, T.StructField(OFFSET_COLUMN, T.StringType())]
+        empty = spark.createDataFrame([], T.StructType([*fields, *history_fields()]))
+        _save_silver(empty, silver, column_mapping(list(table.column_names)), "error")
+    else:
+        _start_history(spark, silver)
+    if from_bronze and join:
+        rows = _bronze_rows(spark, config, table)
+        first_hw = rows.agg(F.min(OFFSET_COLUMN)).first()[0] or ""  # type: ignore[index]
+        join_snapshot(spark, silver, rows, table.key, first_hw)
+
+
+def _start_history(spark: SparkSession, silver: LakeTable) -> None:
+    """A silver made under `history: latest` gets the history columns when the config turns
+    scd2: each row is its key's current version, valid since before binlake kept history."""
+    schema = silver.schema(spark)
+    if schema is None or END_OFFSET in schema.fieldNames():
+        return
+    added = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in history_fields())
+    spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({added})")
+    silver.update(spark, {IS_CURRENT: F.lit(True)})
+    log.info("%s keeps every version of its rows from now on (silver.history: scd2)", silver)
 
 
 def _keep_deleted_rows(spark: SparkSession, silver: LakeTable) -> None:
@@ -161,24 +235,31 @@ def require_silver(spark: SparkSession, config: Config, table: TableSchema) -> N
         )
 
 
-def meta_columns(config: Config) -> tuple[str, ...]:
-    """silver's columns that are binlake's, not the source's."""
+def meta_columns(config: Config, table: str) -> tuple[str, ...]:
+    """Silver's columns that are binlake's, not the source's, for `table` (its name)."""
+    if keeps_history(config, table):
+        return (OFFSET_COLUMN, *HISTORY_COLUMNS)
     return (OFFSET_COLUMN, DELETED_COLUMN) if config.silver.deletes == "soft" else (OFFSET_COLUMN,)
 
 
-def data_columns(spark: SparkSession, silver: LakeTable, config: Config) -> T.StructType | None:
-    """Silver's data columns (its schema without `_binlake_offset`, and `_deleted_at` with soft
-    deletes); None if there is no such silver table."""
+def data_columns(
+    spark: SparkSession, silver: LakeTable, config: Config, table: str
+) -> T.StructType | None:
+    """Silver's data columns (its schema without binlake's columns: `meta_columns`) for `table`
+    (its name); None if there is no such silver table."""
     schema = silver.schema(spark)
     if schema is None:
         return None
-    meta = meta_columns(config)
+    meta = meta_columns(config, table)
     return T.StructType([f for f in schema.fields if f.name not in meta])
 
 
-def live_rows(silver: DataFrame) -> DataFrame:
-    """Silver's rows the source holds: without the soft-deleted ones."""
-    if DELETED_COLUMN in silver.columns:
+def live_rows(silver: DataFrame, config: Config, table: str) -> DataFrame:
+    """Silver's rows the source holds, for `table` (its name): without the soft-deleted ones,
+    or an scd2 silver's current versions."""
+    if keeps_history(config, table):
+        return current_versions(silver)
+    if config.silver.deletes == "soft" and DELETED_COLUMN in silver.columns:
         return silver.where(F.col(DELETED_COLUMN).isNull())
     return silver
 
@@ -256,7 +337,11 @@ class TableApply:
         if self.applied_before is None or not table.exists(spark):
             return False
         low, high = self.applied_before
-        return not table.read(spark).where(F.col(OFFSET_COLUMN).between(low, high)).isEmpty()
+        rows = table.read(spark)
+        held = F.col(OFFSET_COLUMN).between(low, high)
+        if END_OFFSET in rows.columns:  # an scd2 silver: a batch of deletes only ends versions
+            held = held | F.col(END_OFFSET).between(low, high)
+        return not rows.where(held).isEmpty()
 
     def _key_type(self, key: str) -> T.DataType:
         return self.columns[key].dataType
@@ -320,6 +405,11 @@ class TableApply:
         """The batch's last change per key, merged into silver unless silver holds a newer one
         (a replayed batch changes nothing). Source columns are `s` + silver's name, the change's
         operation is `s` alone: `LakeTable.merge` names silver's columns unqualified."""
+        silver = silver_table(self.config, self.table)
+        if keeps_history(self.config, self.table.name):
+            within = self._target_keys(summary)
+            merge_changes(silver, typed, self.columns.fieldNames(), self.table.key, within)
+            return
         names = [*self.columns.fieldNames(), OFFSET_COLUMN]
         s = source_prefix([*names, DELETED_COLUMN])
 
@@ -344,7 +434,7 @@ class TableApply:
         values = {column_name(c): source(c) for c in names}
         newer = F.col(column_name(OFFSET_COLUMN)) < source(OFFSET_COLUMN)
         deleted = F.col(column_name(s)) == "delete"
-        merge = silver_table(self.config, self.table).merge(collapsed, on)
+        merge = silver.merge(collapsed, on)
         if self.config.silver.deletes == "soft":
             # A delete keeps the row as it was (its before image) with the delete's commit
             # time; a later insert of the key makes it live again. Like the upserts, each

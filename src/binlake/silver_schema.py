@@ -25,7 +25,14 @@ from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
 from binlake.schema_changes import ColumnChange, column_changes, literal_default, unapplicable
 from binlake.schema_history import SchemaChange
-from binlake.silver import changelog_table, data_columns, ensure_silver, silver_table
+from binlake.silver import (
+    changelog_table,
+    data_columns,
+    ensure_silver,
+    keeps_history,
+    silver_table,
+)
+from binlake.silver_history import end_current
 from binlake.typemap import spark_schema
 
 log = logging.getLogger(__name__)
@@ -60,7 +67,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
         log.info("%s %s: already in silver (a replayed batch)", change.table, change.where())
         return
     if change.kind == "truncate":
-        silver.delete(spark)
+        _empty(spark, config, silver, change)
         log.info("%s truncated %s: silver emptied", change.table, change.where())
     elif change.before is None:
         _bring_in(spark, config, change, after)
@@ -69,6 +76,15 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
     if silver.exists(spark):
         token = position_token(change.offset, 0)
         spark.sql(f"ALTER TABLE {silver.sql} SET TBLPROPERTIES ('{APPLIED_PROPERTY}' = '{token}')")
+
+
+def _empty(spark: SparkSession, config: Config, silver: LakeTable, change: SchemaChange) -> None:
+    """The source's rows are gone at `change` (a TRUNCATE, the table created again): silver's
+    rows are deleted, or an scd2 silver's current versions end there."""
+    if keeps_history(config, change.name):
+        end_current(spark, silver, position_token(change.offset, 0), change.ts)
+    else:
+        silver.delete(spark)
 
 
 def _gone(change: SchemaChange) -> None:
@@ -128,7 +144,7 @@ def _apply_column_change(
     spark: SparkSession, config: Config, silver: LakeTable, after: TableSchema, change: ColumnChange
 ) -> None:
     evolve = config.stream.schema_changes == "evolve"
-    held = data_columns(spark, silver, config) or T.StructType([])
+    held = data_columns(spark, silver, config, after.name) or T.StructType([])
     if change.kind == "add":
         _make_room(spark, silver, "", change.column, change.new_type, held)
         _add_column(spark, config, silver, after, change.column, change.new_type)
@@ -232,7 +248,7 @@ def _add_column(
     do. The default is set whether or not the column was just added, so a run cut short between
     the two converges; a column silver already held (a lenient drop, now added again) is set to
     the default or NULL, dropping the values of the column the source dropped."""
-    columns = data_columns(spark, silver, config)
+    columns = data_columns(spark, silver, config, after.name)
     if columns is None or kind is None:
         return
     held = _field(columns, column) is not None
@@ -274,8 +290,8 @@ def _bring_in(
     if silver.exists(spark):
         # Created again (after a DROP, or by CREATE OR REPLACE): the new table starts empty, and
         # its Change Data Feed shows the old rows' deletes.
-        silver.delete(spark)
-        held = data_columns(spark, silver, config) or T.StructType([])
+        _empty(spark, config, silver, change)
+        held = data_columns(spark, silver, config, after.name) or T.StructType([])
         for field in spark_schema(after).fields:
             _make_room(spark, silver, "", field.name, field.dataType, held)
             _make_room_in_changelog(spark, config, after, field.name, field.dataType)

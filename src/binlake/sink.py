@@ -203,7 +203,7 @@ def apply_table_changes(
             segment = segment.where(F.col("_offset") < position_token(high, 0))
         schema = _segment_schema(history, name, ddl, index)
         if schema is not None:
-            columns = data_columns(spark, silver_table(config, schema), config)
+            columns = data_columns(spark, silver_table(config, schema), config, schema.name)
             if columns is None:
                 require_silver(spark, config, schema)
             else:
@@ -276,6 +276,7 @@ def _ddl_record(row: Row) -> SchemaChange:
         before=TableSchema.from_json(before["schema"]) if before["schema"] else None,
         after=TableSchema.from_json(after) if after else None,
         shadow=tuple(before.get("shadow", ())),
+        ts=float(row["_ts"]),
     )
 
 

@@ -22,12 +22,12 @@ from pyspark.sql import SparkSession
 from binlake.config import Config
 from binlake.lake import PathTable, lake_table
 from binlake.lake_files import ArrowFiles, LakeFiles, join
-from binlake.layout import DELETED_COLUMN, checkpoint_path, ledger_path
+from binlake.layout import DELETED_COLUMN, IS_CURRENT, checkpoint_path, ledger_path
 from binlake.ledger import ChunkState, chunk_state
 from binlake.lineage import current_lineage
 from binlake.offsets import bytes_behind
 from binlake.retention import duration, expiry_seconds
-from binlake.silver import live_rows
+from binlake.silver import keeps_history, live_rows
 from binlake.snapshot import batch_ids, with_resolved_password
 from binlake.source import binlog_sizes, connection, current_offset
 from binlake.stream import checkpoint_offset
@@ -84,28 +84,37 @@ def ledger_chunks(path: str) -> list[ChunkState]:
     return [chunk_state(row) for row in rows]
 
 
-def _silver_rows(config: Config, table: str, spark: Callable[[], SparkSession]) -> int | None:
-    """Silver's exact count of live rows (soft-deleted rows left out); None before silver
-    exists."""
+def _silver_rows(
+    config: Config, table: str, spark: Callable[[], SparkSession]
+) -> tuple[int | None, int | None]:
+    """Silver's exact count of live rows (soft-deleted rows and ended versions left out), and of
+    an scd2 silver's versions (None for a silver of latest rows); None before silver exists."""
     database, name = table.split(".", 1)
     silver = lake_table(config.lake, "silver", database, name)
+    history = keeps_history(config, name)
     if isinstance(silver, PathTable):
         try:
             delta = DeltaTable(silver.path)
         except TableNotFoundError:
-            return None
+            return None, None
         # An exact count: `DeltaTable.count()` sums file statistics, blind to deletion vectors.
-        live = (
-            f" WHERE {DELETED_COLUMN} IS NULL"
-            if DELETED_COLUMN in delta.schema().to_arrow().names
-            else ""
-        )
+        live = "true"
+        if history:
+            live = IS_CURRENT
+        elif config.silver.deletes == "soft" and DELETED_COLUMN in delta.schema().to_arrow().names:
+            live = f"{DELETED_COLUMN} IS NULL"
         counted = (
-            QueryBuilder().register("silver", delta).execute(f"SELECT count(*) FROM silver{live}")
+            QueryBuilder()
+            .register("silver", delta)
+            .execute(f"SELECT count(*) FILTER (WHERE {live}), count(*) FROM silver")
         )
-        return int(pa.table(counted.read_all()).column(0)[0].as_py())
+        rows, versions = pa.table(counted.read_all()).to_pylist()[0].values()
+        return int(rows), int(versions) if history else None
     session = spark()
-    return live_rows(silver.read(session)).count() if silver.exists(session) else None
+    if not silver.exists(session):
+        return None, None
+    frame = silver.read(session)
+    return live_rows(frame, config, name).count(), frame.count() if history else None
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,7 @@ class TableStatus:
     chunks_total: int
     bronze_rows: int  # rows of its finished chunks
     silver_rows: int | None  # None before silver exists
+    silver_versions: int | None = None  # an scd2 silver's versions (every row of it)
 
     @property
     def snapshot(self) -> str:
@@ -137,7 +147,7 @@ def gather_status(config: Config, spark: Callable[[], SparkSession]) -> Status:
     session, asked for only by catalog silver tables."""
     files = ArrowFiles()
     tables = [
-        TableStatus(table, done, total, rows, _silver_rows(config, table, spark))
+        TableStatus(table, done, total, rows, *_silver_rows(config, table, spark))
         for table, (done, total, rows) in table_progress(ledger_chunks(ledger_path(config))).items()
     ]
     return Status(tables, stream_lag(files, config))
@@ -155,7 +165,10 @@ def render_status(status: Status) -> str:
     for t in status.tables:
         chunks = f"{t.chunks_done}/{t.chunks_total}"
         silver = "-" if t.silver_rows is None else f"{t.silver_rows:,}"
-        lines.append(f"{t.table:<32} {chunks:>13} {t.bronze_rows:>12,} {silver:>12}  {t.snapshot}")
+        history = "" if t.silver_versions is None else f"; {t.silver_versions:,} versions (scd2)"
+        lines.append(
+            f"{t.table:<32} {chunks:>13} {t.bronze_rows:>12,} {silver:>12}  {t.snapshot}{history}"
+        )
     lines.append(_render_lag(status.stream))
     return "\n".join(lines)
 

@@ -385,7 +385,7 @@ class ChangeBatches:
         if isinstance(event, SchemaChange):
             return (
                 event.table, DDL, position_token(event.offset, 0), event.offset.file,
-                event.offset.pos, 0, 0, json.dumps(_ddl_before(event)),
+                event.offset.pos, 0, int(event.ts), json.dumps(_ddl_before(event)),
                 json.dumps(event.after.to_json()) if event.after else None,
             )  # fmt: skip
         assert event.schema is not None

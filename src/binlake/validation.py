@@ -8,12 +8,14 @@ dump as the readers do.
 
 from __future__ import annotations
 
+import difflib
+
 import pymysql
 
 from binlake.binlog import check_binlog_dump
-from binlake.config import Config, SourceConfig
+from binlake.config import Config, SourceConfig, table_matches
 from binlake.errors import ConfigError, SourceError
-from binlake.layout import DELETED_COLUMN, EVENTS_TABLE
+from binlake.layout import DELETED_COLUMN, EVENTS_TABLE, HISTORY_COLUMNS
 from binlake.schema import TableSchema
 from binlake.source import (
     ER_COLUMNACCESS_DENIED,
@@ -71,6 +73,7 @@ def validate(
         raise SourceError(f"database {config.source.database!r} has no tables to capture")
     _check_event_table_name(config, tables)
     _check_soft_delete_column(config, tables)
+    _check_history(config, tables)
     if server_id is None:
         server_id = config.snapshot_server_id(0)
     check_privileges(conn, config.source, tables, server_id)
@@ -93,6 +96,29 @@ def _check_soft_delete_column(config: Config, tables: list[TableSchema]) -> None
                 f"table {table.qualified} has a column {DELETED_COLUMN!r}, which silver.deletes: "
                 "soft adds to silver for the delete's time: leave the table out of "
                 "source.tables, or keep silver.deletes: hard"
+            )
+
+
+def _check_history(config: Config, tables: list[TableSchema]) -> None:
+    """`silver.history_tables` names captured tables, and an scd2 silver's own columns are
+    binlake's: refuse a captured table with a column of one of their names."""
+    names = [t.name for t in tables]
+    for pattern in config.silver.history_tables:
+        if not any(table_matches(pattern, n) for n in names):
+            closest = difflib.get_close_matches(pattern, names, n=1)
+            hint = f" (did you mean {closest[0]!r}?)" if closest else ""
+            raise ConfigError(
+                f"silver.history_tables names {pattern!r}, which matches no captured table{hint}"
+            )
+    for table in tables:
+        if config.silver.history_of(table.name) != "scd2":
+            continue
+        clash = [n for n in table.column_names if n.lower() in HISTORY_COLUMNS]
+        if clash:
+            raise ConfigError(
+                f"table {table.qualified} has a column {clash[0]!r}, which silver.history: scd2 "
+                "adds to silver for each version: leave the table out of scd2 "
+                "(silver.history_tables), or out of source.tables"
             )
 
 

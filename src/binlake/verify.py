@@ -75,7 +75,10 @@ def verify_silver(spark: SparkSession, config: Config) -> VerifyReport:
         rows, _ = read_chunks(spark, config, source, table, chunks)
         source_digest = {r["_chunk_id"]: r for r in _digest(rows, table.column_names).collect()}
         silver = _assign_chunks(
-            live_rows(silver_table(config, table).read(spark)), source, table, chunks
+            live_rows(silver_table(config, table).read(spark), config, table.name),
+            source,
+            table,
+            chunks,
         )
         silver_digest = {r["_chunk_id"]: r for r in _digest(silver, table.column_names).collect()}
         for chunk in chunks:

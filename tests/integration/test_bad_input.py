@@ -345,7 +345,8 @@ def test_status_reads_the_lake_without_starting_spark(
     (table,) = [t for t in status["tables"] if t["table"] == f"{config.source.database}.t"]
     assert table == {
         "table": f"{config.source.database}.t", "chunks_done": 3, "chunks_total": 3,
-        "bronze_rows": 300, "silver_rows": remaining, "snapshot": "finished",
+        "bronze_rows": 300, "silver_rows": remaining, "silver_versions": None,
+        "snapshot": "finished",
     }  # fmt: skip
     stream = status["stream"]
     assert (stream["job"], stream["lag_bytes"], stream["lag_seconds"]) == ("silver", 0, 0.0)

@@ -181,3 +181,69 @@ def test_a_composite_key_matches_on_every_key_column(spark: SparkSession, config
     )
     offsets = silver_table(config, LINES).read(spark)
     assert offsets.where(F.col(OFFSET_COLUMN).isNull()).count() == 0
+
+
+def _history(spark: SparkSession, config: Config, table: TableSchema) -> list[tuple[Any, ...]]:
+    """An scd2 silver's versions: (id, name, offset pos, valid from, valid to, current, end pos),
+    offsets as their binlog position, times as epoch seconds."""
+    rows = silver_table(config, table).read(spark).collect()
+
+    def pos(token: str | None) -> int | None:
+        return None if token is None else int(token.split(":")[1])
+
+    def seconds(ts: Any) -> int | None:
+        return None if ts is None else int(ts.timestamp())
+
+    return sorted(
+        (r["id"], r["name"], pos(r[OFFSET_COLUMN]), seconds(r["_valid_from"]),
+         seconds(r["_valid_to"]), r["_is_current"], pos(r["_binlake_end_offset"]))
+        for r in rows
+    )  # fmt: skip
+
+
+def test_an_scd2_silver_keeps_every_version_by_binlog_position_and_once_on_replay(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Versions out of order within a batch, a delete and a re-insert, a key changed in two
+    batches, and both batches replayed: each version once, ended by its key's next change."""
+    config = parse_config(
+        {
+            "source": {"database": "shop"},
+            "lake": {"root": str(tmp_path)},
+            "silver": {"history_tables": {"it.*": "scd2"}},
+        }
+    )
+    ensure_silver(spark, config, ITEMS, from_bronze=False)
+
+    def at(pos: int) -> int:  # each change's commit time: one second per 100 positions
+        return 1_700_000_000 + pos // 100
+
+    first: list[Change] = [
+        ("update", 300, (1, "pen", 1), (1, "pen2", 1)),
+        ("insert", 100, None, (1, "pen", 1)),
+        ("insert", 110, None, (2, "ink", 2)),
+        ("delete", 200, (2, "ink", 2), None),
+        ("insert", 210, None, (2, "ink again", 2)),
+        ("insert", 120, None, (3, "cap", 3)),
+    ]
+    second: list[Change] = [
+        ("update", 400, (1, "pen2", 1), (1, "pen3", 1)),
+        ("delete", 410, (3, "cap", 3), None),
+    ]
+
+    def apply(changes: list[Change]) -> None:
+        batch = _batch(spark, ITEMS, changes)
+        committed = batch.withColumn("_ts", (F.col("_ts") + F.col("_pos") / 100).cast("long"))
+        TableApply(config, ITEMS, spark_schema(ITEMS))(committed)
+
+    for _ in range(2):  # the second time: a replay of both batches
+        apply(first)
+        apply(second)
+        assert _history(spark, config, ITEMS) == [
+            (1, "pen", 100, at(100), at(300), False, 300),
+            (1, "pen2", 300, at(300), at(400), False, 400),
+            (1, "pen3", 400, at(400), None, True, None),
+            (2, "ink", 110, at(110), at(200), False, 200),
+            (2, "ink again", 210, at(210), None, True, None),
+            (3, "cap", 120, at(120), at(410), False, 410),
+        ]

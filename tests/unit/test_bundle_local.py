@@ -251,3 +251,23 @@ def test_every_task_takes_how_silver_keeps_deletes_as_a_parameter(job: str, give
     for call in recorder.calls:
         config = cli.config_from_args(cli.build_parser().parse_args(call))
         assert config.silver.deletes == (given or "hard")
+
+
+@pytest.mark.parametrize(
+    "job", ["bronze_snapshot", "silver_stream", "silver_catchup", "reset_tables"]
+)
+def test_every_task_takes_the_history_silver_keeps_as_parameters(job: str) -> None:
+    """`silver_history` and `silver_history_tables` (a YAML mapping) reach every task: a reset
+    joins the snapshot into the history it keeps."""
+    recorder = Recorder()
+    params = {"tables": "items"} if job == "reset_tables" else {}
+    params["silver_history_tables"] = "{customers: scd2, 'orders_.*': latest}"
+
+    run_job(load_bundle(REPO, "local"), job, params, execute=recorder)
+
+    assert recorder.calls
+    for call in recorder.calls:
+        config = cli.config_from_args(cli.build_parser().parse_args(call))
+        assert config.silver.history == "latest"
+        assert config.silver.history_of("customers") == "scd2"
+        assert config.silver.history_of("orders_07") == "latest"

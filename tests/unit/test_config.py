@@ -472,3 +472,34 @@ def test_gtid_startup_needs_a_mariadb_gtid_position() -> None:
         assert "MariaDB GTID position" in message and repr(wrong) in message
     stream = {"startup_mode": "gtid", "startup_gtid": "0-1-100,1-2-7"}
     assert parse_config({**MINIMAL, "stream": stream}).stream.startup_gtid == "0-1-100,1-2-7"
+
+
+def test_silver_history_per_table_by_name_or_regex_wins_over_the_default() -> None:
+    silver = parse_config(
+        {
+            "source": {"database": "shop"},
+            "silver": {"history": "scd2", "history_tables": {"audit_.*": "latest", "x": "scd2"}},
+        }
+    ).silver
+    assert silver.history_of("customers") == "scd2"
+    assert silver.history_of("audit_2026") == "latest"
+    assert silver.history_of("audit") == "scd2"  # a regex matches the whole name
+    assert parse_config({"source": {"database": "shop"}}).silver.history_of("x") == "latest"
+
+
+@pytest.mark.parametrize("empty", ["", None])
+def test_an_empty_history_tables_parameter_is_no_per_table_history(empty: Any) -> None:
+    config = parse_config({"source": {"database": "shop"}}, {"silver.history_tables": empty or ""})
+    assert config.silver.history_tables == {}
+
+
+def test_soft_deletes_and_scd2_history_are_refused_together() -> None:
+    with pytest.raises(ConfigError, match="do not combine"):
+        parse_config(
+            {
+                "source": {"database": "shop"},
+                "silver": {"deletes": "soft", "history_tables": {"c": "scd2"}},
+            }
+        )
+    with pytest.raises(ConfigError, match=r"silver.history: .*'latest' or 'scd2'"):
+        parse_config({"source": {"database": "shop"}, "silver": {"history": "scd3"}})

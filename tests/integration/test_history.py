@@ -1,0 +1,237 @@
+"""`silver.history: scd2`: silver keeps every version of each row. Under writes racing the
+snapshot and the stream, a batch applied and then lost before its checkpoint commit (replayed),
+and a re-snapshot of the table, the history equals a replay of bronze's snapshot rows and the
+changelog, and the current versions equal the source (chispa)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from binlake import jobs
+from binlake.errors import ConfigError, LakeError
+from binlake.lake import lake_table
+from binlake.schema_history import StreamTables
+from binlake.silver import offset_token
+from binlake.sink import BatchSink
+from binlake.status import gather_status
+
+from .items import (
+    Racer,
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+    running_stream,
+    seed_items,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+DATA = ["id", "name", "qty", "price", "note"]
+VERSION = [*DATA, "_binlake_offset", "_valid_from", "_valid_to", "_is_current"]
+
+
+def _snapshot_rows(spark: Any, config: Any, table: str) -> DataFrame:
+    """Bronze's rows of `table` as versions start from them: at their chunk's HW."""
+    bronze = lake_table(config.lake, "bronze", config.source.database, table).read(spark)
+    hw = offset_token(F.col("_hw_file"), F.col("_hw_pos"), F.lit(0))
+    return bronze.select(*DATA, hw.alias("_binlake_offset")).localCheckpoint()
+
+
+def _assert_history_replays(spark: Any, config: Any, table: str, snapshot_rows: DataFrame) -> None:
+    history = lake_table(config.lake, "silver", config.source.database, table).read(spark)
+    assert_df_equality(
+        history.select(*VERSION),
+        _replayed_history(spark, config, table, snapshot_rows),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+
+
+def _replayed_history(spark: Any, config: Any, table: str, snapshot_rows: DataFrame) -> DataFrame:
+    """The versions a replay of `snapshot_rows` (valid since before capture) and then the
+    changelog gives: each insert or update starts one, ended by its key's next change."""
+    changelog = lake_table(
+        config.lake, "bronze", config.source.database, f"{table}__changelog"
+    ).read(spark)
+    changes = changelog.select(
+        "_op",
+        "_binlake_offset",
+        F.col("_commit_ts").alias("_valid_from"),
+        *[
+            F.when(F.col("_op") == "delete", F.col(f"_before.{c}"))
+            .otherwise(F.col(f"_after.{c}"))
+            .alias(c)
+            for c in DATA
+        ],
+    )
+    start = snapshot_rows.select(
+        F.lit("snapshot").alias("_op"),
+        "_binlake_offset",
+        F.lit(None).cast("timestamp").alias("_valid_from"),
+        *DATA,
+    )
+    key = Window.partitionBy("id").orderBy("_binlake_offset")
+    replay = (
+        start.unionByName(changes)
+        .withColumn("_valid_to", F.lead("_valid_from").over(key))
+        .withColumn("_is_current", F.lead("_binlake_offset").over(key).isNull())
+    )
+    return replay.where("_op != 'delete'").select(*VERSION)
+
+
+def test_history_equals_a_replay_of_the_changelog_across_a_replay_and_a_resnapshot(
+    spark: Any,
+    db_env: dict[str, str],
+    database: str,
+    sql: Callable[..., Any],
+    make_config: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seed_items(sql, 400)
+    config = make_config(
+        silver={"history_tables": {"it.*": "scd2"}},
+        snapshot={"chunk_size": 50},
+        stream={"trigger_interval": "1s"},
+    )
+    original = BatchSink.__call__
+
+    def applied_then_lost(self: BatchSink, batch: Any, batch_id: int) -> None:
+        original(self, batch, batch_id)
+        raise RuntimeError("the driver died before the checkpoint commit")
+
+    with Racer(db_env, database):  # inserts, updates, deletes and key moves
+        jobs.snapshot(spark, config)
+        first_snapshot = _snapshot_rows(spark, config, "items")
+        jobs.stream(spark, config, available_now=True)
+        with monkeypatch.context() as patched:
+            patched.setattr(BatchSink, "__call__", applied_then_lost)
+            with pytest.raises(Exception, match="died before the checkpoint commit"):
+                jobs.stream(spark, config, available_now=True)
+        jobs.stream(spark, config, available_now=True)  # replays the lost batch first
+    jobs.stream(spark, config, available_now=True)
+
+    silver = lake_table(config.lake, "silver", database, "items")
+    columns = assert_silver_is_source(spark, sql, config, "items", where="_is_current")
+    assert columns[-5:] == [
+        "_binlake_offset",
+        "_valid_from",
+        "_valid_to",
+        "_is_current",
+        "_binlake_end_offset",
+    ]
+    assert_changelog_holds_each_change_once(spark, config, "items")
+    assert jobs.verify(spark, config) == 0  # verify compares the current versions
+    history = silver.read(spark)
+    assert history.where("NOT _is_current").count() > 50, "the racer changed too few rows"
+    _assert_history_replays(spark, config, "items", first_snapshot)
+
+    # A re-snapshot joins the history: rows changed since (here, behind the stream's back in
+    # the lake's view: the stream is not running) end their version and start one; the rest
+    # keep theirs.
+    versions = history.count()
+    live = [id_ for (id_,) in sql("SELECT id FROM items ORDER BY id LIMIT 8")]
+    renamed, deleted = live[:5], live[5:]
+    sql("UPDATE items SET name = 'renamed' WHERE id IN (%s, %s, %s, %s, %s)", renamed)
+    sql("DELETE FROM items WHERE id IN (%s, %s, %s)", deleted)
+    jobs.snapshot(spark, config, tables=["items"], reset=True)
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items", where="_is_current")
+    after = silver.read(spark)
+    assert after.count() == versions + len(renamed)  # one new version each; nothing lost
+    assert after.groupBy("id").agg(F.count_if("_is_current").alias("n")).where("n > 1").isEmpty()
+    # The join ended the 8 keys' versions and started the renamed keys' at one time, its own.
+    joined = after.where(F.col("id").isin(live))
+    (ended_at,) = {r[1] for r in joined.groupBy("id").agg(F.max("_valid_to")).collect()}
+    current = joined.where("_is_current").collect()
+    assert sorted(r["id"] for r in current) == renamed
+    assert {(r["name"], r["_valid_from"]) for r in current} == {("renamed", ended_at)}
+
+    # TRUNCATE ends every current version at its own position and commit time.
+    live_versions = after.where("_is_current").count()
+    sql("TRUNCATE TABLE items")
+    sql("INSERT INTO items (id, name, qty, price) VALUES (1, 'after the truncate', 1, 1.00)")
+    jobs.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items", where="_is_current")
+    ended = silver.read(spark).where("_binlake_end_offset IS NOT NULL")
+    ends = ended.groupBy("_binlake_end_offset", "_valid_to").count().orderBy("_binlake_end_offset")
+    last_end = ends.collect()[-1]
+    assert last_end["count"] == live_versions
+    assert last_end["_valid_to"] >= ended_at
+
+
+def test_a_join_repeated_after_a_crash_restores_the_history_it_began_from(
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table joining the running job crashes after its snapshot rows and catch-up changes
+    reached silver, before the job recorded the join: the join runs again. Compared with the
+    current versions, those rows would end the catch-up's versions and start the snapshot's
+    again; the join restores silver to where it began instead, and the history stays a replay."""
+    seed_items(sql, 300, copy="other")
+    scd2 = {"history_tables": {"other": "scd2"}}
+    config = make_config(source={"tables": ["items"]}, stream={"trigger_interval": "1s"})
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    both = make_config(
+        source={"tables": ["items", "other"]}, silver=scd2, stream={"trigger_interval": "1s"}
+    )
+    other = f"{config.source.database}.other"
+    update = StreamTables.update
+    crashed: list[bool] = []
+
+    def crash_before_recording_the_join(self: StreamTables, change: Any) -> Any:
+        if other in change({}) and not crashed:
+            crashed.append(True)
+            raise RuntimeError("killed before the join was recorded")
+        return update(self, change)
+
+    with racer("other"), monkeypatch.context() as patched:
+        patched.setattr(StreamTables, "update", crash_before_recording_the_join)
+        with running_stream(spark, both) as stream:
+            jobs.snapshot(spark, both)  # `other` joins the running stream when it finishes
+            wait_for(lambda: not stream.is_alive())
+    assert crashed
+    silver = lake_table(config.lake, "silver", config.source.database, "other")
+    assert silver.read(spark).where("_valid_from IS NOT NULL").count() > 0, "no catch-up"
+    jobs.stream(spark, both, available_now=True)
+    assert_silver_is_source(spark, sql, both, "other", where="_is_current")
+    assert_changelog_holds_each_change_once(spark, both, "other")
+    _assert_history_replays(spark, both, "other", _snapshot_rows(spark, both, "other"))
+
+
+def test_a_latest_silver_turns_into_history_and_history_is_never_read_as_latest(
+    spark: Any, sql: Callable[..., Any], make_config: Any
+) -> None:
+    seed_items(sql, 50)
+    latest = make_config(stream={"trigger_interval": "1s"})
+    jobs.run(spark, latest)
+    history = make_config(stream={"trigger_interval": "1s"}, silver={"history": "scd2"})
+    sql("UPDATE items SET name = 'changed' WHERE id = 3")
+
+    jobs.stream(spark, history, available_now=True)
+
+    silver = lake_table(history.lake, "silver", history.source.database, "items").read(spark)
+    assert_silver_is_source(spark, sql, history, "items", where="_is_current")
+    three = silver.where("id = 3").orderBy("_binlake_offset").collect()
+    assert [(r["name"], r["_is_current"]) for r in three] == [("item3", False), ("changed", True)]
+    assert three[0]["_valid_from"] is None  # a row from before: valid since before the history
+    (items,) = gather_status(history, lambda: spark).tables
+    assert (items.silver_rows, items.silver_versions) == (50, 51)  # status counts both
+    with pytest.raises(LakeError, match=r"keeps every version of its rows .* set silver.history"):
+        jobs.stream(spark, latest, available_now=True)
+
+
+def test_history_tables_naming_no_table_is_refused_with_the_closest_name(
+    spark: Any, sql: Callable[..., Any], make_config: Any
+) -> None:
+    seed_items(sql, 10)
+    config = make_config(silver={"history_tables": {"itmes": "scd2"}})
+    with pytest.raises(
+        ConfigError, match=r"'itmes', which matches no captured table \(did you mean 'items'\?\)"
+    ):
+        jobs.snapshot(spark, config)
