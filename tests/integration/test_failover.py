@@ -108,6 +108,13 @@ def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
     with Racer(primary.db_env, DATABASE) as racer:  # changes the stream has not read
         while racer.statements < 100:
             racer.stop.wait(0.1)
+        # A DDL in the batch that is lost: re-applied on replay, its default would overwrite
+        # the values written after it (silent on the parent commit).
+        _sql(
+            primary,
+            f"ALTER TABLE `{DATABASE}`.items ADD COLUMN extra VARCHAR(4) NOT NULL DEFAULT 'dflt'",
+        )
+        _sql(primary, f"UPDATE `{DATABASE}`.items SET extra = 'set' WHERE id % 3 = 0")
     # A batch planned, applied to silver and the changelog, its checkpoint commit lost: the
     # stream replays it first, on the new server, and must read the same transactions there.
     original = BatchSink.__call__
