@@ -55,6 +55,9 @@ class SourceConfig(_Section):
     database: str
     #: Table names or regular expressions (fully matched); omitted = every base table.
     tables: list[str] | None = None
+    #: Per table (name or fully-matched regex): a Spark SQL predicate on the table's columns;
+    #: only rows it holds land (bronze, the changelog, silver), `{orders: "status <> 'test'"}`.
+    row_filters: dict[str, str] = Field(default_factory=dict)
     #: Replica server ids for binlog connections: the snapshot uses one per parallel reader,
     #: the stream uses the last id of the range. Two connections with one id evict each other.
     server_id_range: tuple[int, int] = (5400, 5499)
@@ -74,6 +77,16 @@ class SourceConfig(_Section):
     #: A client certificate and its key (PEM), for accounts that require X509.
     tls_cert: str | None = None
     tls_key: str | None = None
+
+    @field_validator("row_filters", mode="before")
+    @classmethod
+    def _no_filters(cls, value: Any) -> Any:
+        """An empty job parameter (`--set source.row_filters=`) is no filter."""
+        return {} if value in (None, "") else value
+
+    def row_filter_of(self, table: str) -> str | None:
+        """The predicate rows of `table` (its name) must hold to land; None: every row."""
+        return next((f for p, f in self.row_filters.items() if table_matches(p, table)), None)
 
     @field_validator("tables", mode="before")
     @classmethod
@@ -350,7 +363,8 @@ class SilverConfig(_Section):
     deletes: Literal["hard", "soft"] = "hard"
     #: `latest`: silver holds each key's current row. `scd2`: silver holds every version of
     #: each row (slowly changing dimension type 2), with `_valid_from`/`_valid_to` (binlog
-    #: commit times) and `_is_current`, ordered by binlog position.
+    #: commit times) and `_is_current`, ordered by binlog position; a deleted row is kept as
+    #: its ended last version, so `deletes` concerns the tables of latest rows only.
     history: SilverHistory = "latest"
     #: Per-table `history`, by table name or fully-matched regular expression (wins over
     #: `history`): `{customers: scd2}`.
@@ -361,15 +375,6 @@ class SilverConfig(_Section):
     def _none_is_empty(cls, value: Any) -> Any:
         """An empty job parameter (`--set silver.history_tables=`) is no per-table history."""
         return {} if value in (None, "") else value
-
-    @model_validator(mode="after")
-    def _soft_deletes_are_not_history(self) -> SilverConfig:
-        if self.deletes == "soft" and "scd2" in (self.history, *self.history_tables.values()):
-            raise ValueError(
-                "silver.deletes: soft and silver.history: scd2 do not combine: an scd2 table "
-                "keeps a deleted row as its last version (`_valid_to` set, `_is_current` false)"
-            )
-        return self
 
     def history_of(self, table: str) -> SilverHistory:
         """The history kept for `table` (a table name, without its database)."""

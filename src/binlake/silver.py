@@ -35,6 +35,7 @@ from binlake.lake import (
     source_prefix,
 )
 from binlake.layout import DELETED_COLUMN, END_OFFSET, HISTORY_COLUMNS, IS_CURRENT
+from binlake.row_filters import filtered_changes
 from binlake.schema import TableSchema
 from binlake.silver_history import (
     OFFSET_COLUMN,
@@ -185,7 +186,7 @@ def _ensure_history(
     if from_bronze and join:
         rows = _bronze_rows(spark, config, table)
         first_hw = rows.agg(F.min(OFFSET_COLUMN)).first()[0] or ""  # type: ignore[index]
-        join_snapshot(spark, silver, rows, table.key, first_hw)
+        join_snapshot(spark, silver, rows, table, first_hw)
 
 
 def _start_history(spark: SparkSession, silver: LakeTable) -> None:
@@ -307,7 +308,11 @@ class TableApply:
     def __call__(self, changes: DataFrame) -> int:
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
         # JSON images is most of what reading it costs.
-        typed = typed_changes(changes, self.columns, self.table).persist()
+        typed = typed_changes(changes, self.columns, self.table)
+        predicate = self.config.source.row_filter_of(self.table.name)
+        if predicate is not None:
+            typed = filtered_changes(typed, self.columns, predicate)
+        typed = typed.persist()
         try:
             summary = self._summary(typed)
             count = int(summary["count"])

@@ -27,8 +27,10 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from binlake.errors import LakeError
 from binlake.lake import LakeTable, column_name, source_prefix
 from binlake.layout import END_OFFSET, HISTORY_COLUMNS, IS_CURRENT, VALID_FROM, VALID_TO
+from binlake.schema import TableSchema
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +118,12 @@ def _ended(at: Column, offset: Column) -> dict[str, Column]:
 
 
 def join_snapshot(
-    spark: SparkSession, silver: LakeTable, rows: DataFrame, key: tuple[str, ...], join: str
+    spark: SparkSession, silver: LakeTable, rows: DataFrame, table: TableSchema, join: str
 ) -> None:
     """A snapshot's rows (data columns and `_binlake_offset`, their chunk's HW) into the history
     (see the module's docstring). `join` identifies this snapshot (its first HW): the join it
     names restarts from the silver version it began at."""
-    _undo_unfinished(spark, silver, join)
+    _undo_unfinished(spark, silver, join, table.name)
     first = silver.read(spark).isEmpty()
     now = F.lit(datetime.now(UTC)).cast(T.TimestampType())
     names = [c for c in rows.columns if c != OFFSET_COLUMN]
@@ -132,7 +134,7 @@ def join_snapshot(
 
     theirs = rows.select(*[F.col(column_name(c)).alias(s + c) for c in rows.columns])
     same_key = F.col(IS_CURRENT)
-    for k in key:
+    for k in table.key:
         same_key = same_key & (F.col(column_name(k)) == source(k))
     if not first:
         unchanged = F.lit(True)
@@ -161,18 +163,17 @@ def join_snapshot(
         )
         .merge()
     )
-    log.info("%s: the snapshot joined its history", silver)
+    log.info("silver %s: the snapshot joined its history (scd2)", table.qualified)
 
 
-def _undo_unfinished(spark: SparkSession, silver: LakeTable, join: str) -> None:
+def _undo_unfinished(spark: SparkSession, silver: LakeTable, join: str, name: str) -> None:
     """Restore silver to where this join began if it began before (a crash cut it short), else
     record where it begins: the property's own commit, the next version."""
     begun = silver.properties(spark).get(JOIN_PROPERTY, "")
     if begun.startswith(join + "@"):
         version = int(begun.rsplit("@", 1)[1])
         if _version(spark, silver) != version:
-            spark.sql(f"RESTORE TABLE {silver.sql} TO VERSION AS OF {version}")
-            log.info("%s: restored to version %d, where its unfinished join began", silver, version)
+            _restore(spark, silver, version, name)
         return
     version = _version(spark, silver) + 1
     spark.sql(
@@ -182,3 +183,16 @@ def _undo_unfinished(spark: SparkSession, silver: LakeTable, join: str) -> None:
 
 def _version(spark: SparkSession, silver: LakeTable) -> int:
     return int(spark.sql(f"DESCRIBE HISTORY {silver.sql} LIMIT 1").first()["version"])  # type: ignore[index]
+
+
+def _restore(spark: SparkSession, silver: LakeTable, version: int, name: str) -> None:
+    try:
+        spark.sql(f"RESTORE TABLE {silver.sql} TO VERSION AS OF {version}")
+    except Exception as exc:  # Delta's own error: the version's files are gone (VACUUM)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LakeError(
+            f"{silver} cannot go back to version {version}, where the unfinished join of its "
+            f"snapshot began ({first}); snapshot the table again: "
+            f"`binlake snapshot --tables {name} --reset`, then stream"
+        ) from None
+    log.info("%s: restored to version %d, where its unfinished join began", silver, version)

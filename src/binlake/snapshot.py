@@ -59,6 +59,7 @@ from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.lineage import source_lineage
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
+from binlake.row_filters import SnapshotFilters, check_row_filters, filtered_rows
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.snapshot_ddl import DdlWatch, FollowedTable, Resnapshot
@@ -168,10 +169,15 @@ def _snapshot_round(
         # Read before the schemas: a DDL after it is one the stream meets (schema_history).
         schemas_at = current_offset(conn)
         tables = chosen_tables(validate(conn, config), only)
+        check_row_filters(spark, config, tables)
         create_schemas(spark, config.lake, config.source.database)
         ledger = Ledger(spark, ledger_path(config))
         resets = PendingResets(driver_files(spark), config)
         again = {t.qualified for t in tables if reset or resets.pending(t.qualified)}
+        filters = SnapshotFilters(config, driver_files(spark))
+        filters.require_unchanged(
+            t for t in tables if t.qualified not in again and history.entries(t.qualified)
+        )
         if again:  # before anything is reset: the source must be the lineage's server
             schemas_at = schemas_at.on(source_lineage(driver_files(spark), config, source))
         for table in tables:
@@ -181,6 +187,7 @@ def _snapshot_round(
                 reset_table(spark, config, ledger, table)
         plans = _plan(conn, ledger, tables, config)
     unrecorded = [t for t in tables if t.qualified in again or not history.entries(t.qualified)]
+    filters.record(unrecorded)
     if unrecorded or any(not c.finished for plan in plans.values() for c in plan):
         # Offsets are recorded: in the lake's lineage, which a run with nothing to read (a
         # `binlake run` after a failover, before its stream moved the lake) never needs.
@@ -369,7 +376,8 @@ class ChunkScheduler:
             server_id = self.config.snapshot_server_id(slot * self.config.snapshot.parallelism)
             followed = FollowedTable(self.spark, self.source, server_id,
                                      bronze_table(self.config, table), plan, entry, self.watch,
-                                     schema_history(self.spark, self.config))  # fmt: skip
+                                     schema_history(self.spark, self.config),
+                                     self.config.source.row_filter_of(table.name))  # fmt: skip
 
             def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
                 return _read_and_commit(self.spark, self.config, self.source, schema, batch, slot)
@@ -553,7 +561,8 @@ def read_chunks(
     """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily; its
     tasks use the server ids of `slot` (see `ChunkScheduler`).
 
-    The rows carry the bronze columns; the observation holds the chunks' reports once the
+    The rows carry the bronze columns, without the rows `source.row_filters` drops (judged at
+    each chunk's HW); the observation holds the chunks' reports once the
     frame has run (`chunk_reports`). Run the frame exactly once: each run reads the chunks
     again, at new high watermarks.
     """
@@ -574,7 +583,7 @@ def read_chunks(
         .where(F.col(REPORT).isNull())
         .drop(REPORT)
     )
-    return rows, reports
+    return filtered_rows(rows, config, table.name), reports
 
 
 def chunk_reports(observation: Observation) -> list[ChunkReport]:

@@ -51,6 +51,7 @@ from binlake.lake import BRONZE_COLUMNS, LakeTable, column_name
 from binlake.ledger import ChunkResult, ChunkState
 from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
+from binlake.row_filters import holds
 from binlake.schema import TableSchema
 from binlake.schema_changes import column_changes, rows_after, unapplicable
 from binlake.schema_history import SchemaChange, SchemaEntry, SchemaHistory, SchemaTracker
@@ -119,8 +120,10 @@ class FollowedTable:
         entry: SchemaEntry,
         watch: DdlWatch,
         history: SchemaHistory,
+        row_filter: str | None = None,
     ) -> None:
         self.spark, self.source, self.server_id, self.bronze = spark, source, server_id, bronze
+        self.row_filter = row_filter  # source.row_filters: the rows bronze keeps
         self.plan = sorted(plan, key=lambda c: c.chunk_id)
         self.entry, self.watch, self.history = entry, watch, history
         self.name = self.plan[0].table
@@ -177,7 +180,7 @@ class FollowedTable:
                     raise SchemaChangeError(f"{what}: {why}; nothing is left to snapshot")
                 raise Resnapshot(f"{what}: {why}")
             caught_up = catch_up(self.spark, self.source, self.server_id, self.bronze, change,
-                                 self.plan, self.finished)  # fmt: skip
+                                 self.plan, self.finished, self.row_filter)  # fmt: skip
             mark_now(caught_up)
             self.finished.update((r.chunk_id, r) for r in caught_up)
             self.entry = change.entry()
@@ -220,9 +223,11 @@ def catch_up(
     change: SchemaChange,
     plan: list[ChunkState],
     finished: dict[int, ChunkResult],
+    row_filter: str | None = None,
 ) -> list[ChunkResult]:
     """Bronze's finished chunks brought to the DDL's offset and changed by it, in one commit;
-    their ledger entries with that offset as HW (rows counted again)."""
+    their ledger entries with that offset as HW (rows counted again). With a `row_filter`, the
+    rows the window changed keep only those inside it."""
     before, after = change.before, change.after
     assert before is not None and after is not None
     if not bronze.exists(spark):
@@ -249,6 +254,8 @@ def catch_up(
         F.lit(at.file).alias("_hw_file"),
         F.lit(at.pos).cast("long").alias("_hw_pos"),
     )
+    if row_filter is not None:
+        landed = landed.where(holds(row_filter))
     bronze.save(landed.write.format("delta").mode("overwrite").option("overwriteSchema", "true"))
     counts = {r[0]: r[1] for r in bronze.read(spark).groupBy("_chunk_id").count().collect()}
     return [

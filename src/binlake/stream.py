@@ -45,6 +45,7 @@ from binlake.lineage import current_lineage, locate
 from binlake.offsets import BinlogOffset
 from binlake.resnapshot import Resnapshots, restart_pending, start_anew
 from binlake.retention import warn_if_purge_near
+from binlake.row_filters import SnapshotFilters, check_row_filters
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver, require_silver
@@ -316,6 +317,7 @@ def _start_and_follow(
                 "names, so after a rename that keeps the column types the stream cannot tell "
                 "the columns apart (set binlog_row_metadata=FULL, MariaDB 10.5+ / MySQL 8.0+)"
             )
+    check_row_filters(spark, config, tables)
     initial = config.stream.startup_mode == "initial"
     files = driver_files(spark)
     create_schemas(spark, config.lake, config.source.database)
@@ -328,6 +330,10 @@ def _start_and_follow(
     first_start = resume is None and not registry.exists()
     joined = dict.fromkeys(t.qualified for t in tables) if first_start else registry.read()
     applied = [t for t in tables if t.qualified in joined]
+    filters = SnapshotFilters(config, files)
+    if first_start and not initial:  # no snapshot: silver holds what the stream filters
+        filters.record(applied)
+    filters.require_unchanged(applied)
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
     history = schema_history(spark, config)
     created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}

@@ -9,6 +9,7 @@ dump as the readers do.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 
 import pymysql
 
@@ -74,6 +75,7 @@ def validate(
     _check_event_table_name(config, tables)
     _check_soft_delete_column(config, tables)
     _check_history(config, tables)
+    _check_table_keys("source.row_filters", config.source.row_filters, tables)
     if server_id is None:
         server_id = config.snapshot_server_id(0)
     check_privileges(conn, config.source, tables, server_id)
@@ -99,17 +101,20 @@ def _check_soft_delete_column(config: Config, tables: list[TableSchema]) -> None
             )
 
 
-def _check_history(config: Config, tables: list[TableSchema]) -> None:
-    """`silver.history_tables` names captured tables, and an scd2 silver's own columns are
-    binlake's: refuse a captured table with a column of one of their names."""
+def _check_table_keys(key: str, patterns: Iterable[str], tables: list[TableSchema]) -> None:
+    """Each table name or regex of a per-table config section names a captured table."""
     names = [t.name for t in tables]
-    for pattern in config.silver.history_tables:
+    for pattern in patterns:
         if not any(table_matches(pattern, n) for n in names):
             closest = difflib.get_close_matches(pattern, names, n=1)
             hint = f" (did you mean {closest[0]!r}?)" if closest else ""
-            raise ConfigError(
-                f"silver.history_tables names {pattern!r}, which matches no captured table{hint}"
-            )
+            raise ConfigError(f"{key} names {pattern!r}, which matches no captured table{hint}")
+
+
+def _check_history(config: Config, tables: list[TableSchema]) -> None:
+    """`silver.history_tables` names captured tables, and an scd2 silver's own columns are
+    binlake's: refuse a captured table with a column of one of their names."""
+    _check_table_keys("silver.history_tables", config.silver.history_tables, tables)
     for table in tables:
         if config.silver.history_of(table.name) != "scd2":
             continue

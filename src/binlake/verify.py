@@ -26,6 +26,7 @@ from binlake.lake import column_name
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger
 from binlake.planner import key_order
+from binlake.row_filters import check_row_filters
 from binlake.schema import TableSchema
 from binlake.silver import live_rows, silver_table
 from binlake.snapshot import read_chunks, with_resolved_password
@@ -65,6 +66,7 @@ def verify_silver(spark: SparkSession, config: Config) -> VerifyReport:
     source = with_resolved_password(config.source)
     with connection(source) as conn:
         tables = validate(conn, config)
+    check_row_filters(spark, config, tables)
     ledger = Ledger(spark, ledger_path(config))
     totals: dict[str, tuple[int, int]] = {}
     differences: list[ChunkDifference] = []

@@ -110,15 +110,23 @@ def source_columns(sql: Any, table: str) -> list[tuple[str, T.DataType]]:
 
 
 def assert_silver_is_source(
-    spark: Any, sql: Any, config: Any, table: str, where: str | None = None, layer: str = "silver"
+    spark: Any,
+    sql: Any,
+    config: Any,
+    table: str,
+    where: str | None = None,
+    layer: str = "silver",
+    source_where: str = "TRUE",
 ) -> list[str]:
     """Silver's rows (or bronze's; those matching `where`, if given), projected on the source's
-    columns, equal the source's; returns the table's column names."""
+    columns, equal the source's (those matching `source_where`); returns the table's column
+    names."""
     columns = source_columns(sql, table)
     names = [n for n, _ in columns]
     schema = T.StructType([T.StructField(n, t, True) for n, t in columns])
     quoted = ", ".join(f"`{n}`" for n in names)
-    expected = spark.createDataFrame(sql(f"SELECT {quoted} FROM `{table}`"), schema)
+    rows = sql(f"SELECT {quoted} FROM `{table}` WHERE {source_where}")
+    expected = spark.createDataFrame(rows, schema)
     silver = lake_table(config.lake, layer, config.source.database, table).read(spark)
     if where is not None:
         silver = silver.where(where)

@@ -493,13 +493,6 @@ def test_an_empty_history_tables_parameter_is_no_per_table_history(empty: Any) -
     assert config.silver.history_tables == {}
 
 
-def test_soft_deletes_and_scd2_history_are_refused_together() -> None:
-    with pytest.raises(ConfigError, match="do not combine"):
-        parse_config(
-            {
-                "source": {"database": "shop"},
-                "silver": {"deletes": "soft", "history_tables": {"c": "scd2"}},
-            }
-        )
+def test_an_unknown_history_is_refused_with_the_choices() -> None:
     with pytest.raises(ConfigError, match=r"silver.history: .*'latest' or 'scd2'"):
         parse_config({"source": {"database": "shop"}, "silver": {"history": "scd3"}})
