@@ -36,9 +36,16 @@ from pymysqlreplication.row_event import (
 from tenacity import Retrying
 
 from binlake.changes import Op, Row, RowChange
+from binlake.column_rules import ruled_rename
 from binlake.config import SourceConfig
 from binlake.ddl import short_statement
-from binlake.errors import BinlogPurgedError, BinlogResetError, SourceConnectionError, SourceError
+from binlake.errors import (
+    BinlogPurgedError,
+    BinlogResetError,
+    SchemaChangeError,
+    SourceConnectionError,
+    SourceError,
+)
 from binlake.gtids import gtid_after, gtid_head, same_position
 from binlake.offsets import BinlogOffset, ChangePosition, bytes_behind, on_lineage
 from binlake.reconnect import MAX_BACKOFF_S, is_transient, reconnecting
@@ -528,6 +535,9 @@ class _Reader:
                 self.decoders[name] = _TableDecoder(change.after, old.known if old else None)
             floor = self.floors.get(change.table)
             if floor is None or offset > floor:
+                refused = ruled_rename(self.source, change)
+                if refused is not None:
+                    raise SchemaChangeError(refused)
                 yield replace(change, ts=float(event.timestamp))
 
     def _changes(self, event: RowsEvent, offset: BinlogOffset) -> Iterator[RowChange]:

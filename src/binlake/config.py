@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -41,6 +42,20 @@ class _Section(BaseModel):
 TlsMode = Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"]
 
 
+class ColumnRule(_Section):
+    """What lands of a table's columns (`source.column_rules`)."""
+
+    #: Left out of the lake altogether.
+    exclude: list[str] = Field(default_factory=list)
+    #: Replaced by the hex SHA-256 of the salt and the value (equal values hash alike).
+    hash: list[str] = Field(default_factory=list)
+    #: Replaced by `****` (a NULL stays NULL): text columns.
+    mask: list[str] = Field(default_factory=list)
+
+    def ruled(self) -> list[str]:
+        return [*self.exclude, *self.hash, *self.mask]
+
+
 class SourceConfig(_Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 3306
@@ -55,6 +70,13 @@ class SourceConfig(_Section):
     database: str
     #: Table names or regular expressions (fully matched); omitted = every base table.
     tables: list[str] | None = None
+    #: Per table (name or fully-matched regex): columns left out, hashed or masked before
+    #: anything is written (`{customers: {hash: [email], exclude: [notes]}}`).
+    column_rules: dict[str, ColumnRule] = Field(default_factory=dict)
+    #: The environment variable holding the salt of hashed columns (never in the config).
+    hash_salt_env: str | None = "BINLAKE_HASH_SALT"
+    #: A Databricks secret `<scope>/<key>` holding the salt instead (serverless jobs).
+    hash_salt_secret: str | None = None
     #: Per table (name or fully-matched regex): a Spark SQL predicate on the table's columns;
     #: only rows it holds land (bronze, the changelog, silver), `{orders: "status <> 'test'"}`.
     row_filters: dict[str, str] = Field(default_factory=dict)
@@ -77,6 +99,46 @@ class SourceConfig(_Section):
     #: A client certificate and its key (PEM), for accounts that require X509.
     tls_cert: str | None = None
     tls_key: str | None = None
+
+    #: The salt, resolved once on the driver (`with_resolved_secrets`); never serialised.
+    _hash_salt: SecretStr | None = PrivateAttr(default=None)
+
+    @field_validator("column_rules", mode="before")
+    @classmethod
+    def _no_rules(cls, value: Any) -> Any:
+        """An empty job parameter (`--set source.column_rules=`) is no rule."""
+        return {} if value in (None, "") else value
+
+    def column_rule_of(self, table: str) -> ColumnRule | None:
+        """The column rules of `table` (its name); None: every column lands as it is."""
+        return next((r for p, r in self.column_rules.items() if table_matches(p, table)), None)
+
+    def resolve_hash_salt(self) -> str:
+        """The salt of hashed columns: resolved on the driver, or read from the secret or the
+        environment variable now."""
+        if self._hash_salt is not None:
+            return self._hash_salt.get_secret_value()
+        if self.hash_salt_secret:
+            from binlake.workspace_secrets import read_secret
+
+            return read_secret(self.hash_salt_secret)
+        value = os.environ.get(self.hash_salt_env or "")
+        if not value:
+            raise ConfigError(
+                f"source.column_rules hash columns, and the environment variable "
+                f"{self.hash_salt_env!r} (source.hash_salt_env) holding their salt is not set: "
+                "export a long random salt there (or set source.hash_salt_secret); keep it, "
+                "since another salt hashes the same value differently"
+            )
+        return value
+
+    def with_hash_salt(self) -> SourceConfig:
+        """A copy carrying the salt, for Spark tasks that have no environment of their own
+        (only when a rule hashes)."""
+        copy = self.model_copy()
+        if any(rule.hash for rule in self.column_rules.values()):
+            copy._hash_salt = SecretStr(self.resolve_hash_salt())
+        return copy
 
     @field_validator("row_filters", mode="before")
     @classmethod

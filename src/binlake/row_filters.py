@@ -12,9 +12,6 @@ watermark reaches silver, now as what it does to the filtered table.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -23,8 +20,6 @@ from pyspark.sql import types as T
 from binlake.config import Config
 from binlake.errors import ConfigError
 from binlake.lake import column_name, source_prefix
-from binlake.lake_files import LakeFiles, VersionedText
-from binlake.layout import system_path
 from binlake.schema import TableSchema
 from binlake.typemap import spark_schema
 
@@ -82,46 +77,3 @@ def check_row_filters(spark: SparkSession, config: Config, tables: list[TableSch
                 f"source.row_filters of {table.qualified}: {predicate!r} is not a predicate on "
                 f"its columns ({first})"
             ) from None
-
-
-class SnapshotFilters:
-    """The filter each table's snapshot was read with (`_system/row_filters.json`, tables by
-    qualified name; a table missing from it was read whole). A table's bronze and silver hold
-    the rows its filter kept: a job that filters it otherwise would mix two filters, so it is
-    refused until the table is snapshotted again (`--reset`)."""
-
-    def __init__(self, config: Config, files: LakeFiles) -> None:
-        self.config = config
-        self.document = VersionedText(system_path(config, "row_filters.json"), files)
-
-    def record(self, tables: Iterable[TableSchema]) -> None:
-        """The filters `tables` are snapshotted with from now on (a first snapshot, a reset)."""
-        names = {t.qualified: self.config.source.row_filter_of(t.name) for t in tables}
-        if not names:
-            return
-
-        def recorded(text: str | None) -> str | None:
-            before = json.loads(text) if text else {}
-            after = {**before, **names}
-            after = {t: f for t, f in sorted(after.items()) if f is not None}
-            return None if after == before else json.dumps(after, indent=1)
-
-        self.document.update(recorded)
-
-    def require_unchanged(self, tables: Iterable[TableSchema]) -> None:
-        """Refuse a table whose configured filter is not the one its snapshot was read with."""
-        text = self.document.read()
-        recorded = json.loads(text) if text else {}
-        for table in tables:
-            was, now = recorded.get(table.qualified), self.config.source.row_filter_of(table.name)
-            if was != now:
-                raise ConfigError(
-                    f"source.row_filters of {table.qualified} is {_shown(now)}, but its snapshot "
-                    f"was read with {_shown(was)}: bronze and silver hold the rows that one "
-                    f"kept. Set it back, or snapshot the table again with the new one: "
-                    f"`binlake snapshot --tables {table.name} --reset`"
-                )
-
-
-def _shown(predicate: str | None) -> str:
-    return "no filter" if predicate is None else repr(predicate)

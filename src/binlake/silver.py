@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.change_record import typed_image
+from binlake.column_rules import lake_view
 from binlake.config import Config
 from binlake.errors import LakeError
 from binlake.lake import (
@@ -96,6 +97,7 @@ def ensure_silver(
     (`bronze_rows`, from the ledger) is sorted in one task instead: the same layout, without
     range partitioning's sampling job and shuffle.
     """
+    table = lake_view(config.source, table)
     silver = silver_table(config, table)
     exists = silver.exists(spark)
     _require_history_as_configured(spark, config, table, silver, exists)
@@ -298,7 +300,7 @@ class TableApply:
         applied_before: tuple[str, str] | None = None,
     ) -> None:
         self.config = config
-        self.table = table
+        self.table = lake_view(config.source, table)  # the images hold what lands
         self.columns = columns
         #: The offset range the batch's changes had when it was planned on a source replaced
         #: since (a failover, read again by GTID on the new one, at other offsets): the MERGE

@@ -12,11 +12,13 @@ the remedy. The changelog only grows: new columns join its images (`mergeSchema`
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from binlake.column_rules import lake_view
 from binlake.config import Config
 from binlake.ddl import parse_ddl
 from binlake.errors import SchemaChangeError, UnfollowableChange
@@ -49,6 +51,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
     after later rows of the batch were merged. Silver records the last DDL it took in full
     (`APPLIED_PROPERTY`) and a DDL at or before it is skipped; a DDL cut short by a crash is
     redone, each step tolerating the part already done (no later rows were merged yet)."""
+    change = _as_landed(config, change)
     after = change.after
     if after is None:
         _gone(change)
@@ -76,6 +79,16 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
     if silver.exists(spark):
         token = position_token(change.offset, 0)
         spark.sql(f"ALTER TABLE {silver.sql} SET TBLPROPERTIES ('{APPLIED_PROPERTY}' = '{token}')")
+
+
+def _as_landed(config: Config, change: SchemaChange) -> SchemaChange:
+    """The change as the lake sees it: its schemas through the table's column rules."""
+    before, after = change.before, change.after
+    return replace(
+        change,
+        before=None if before is None else lake_view(config.source, before),
+        after=None if after is None else lake_view(config.source, after),
+    )
 
 
 def _empty(spark: SparkSession, config: Config, silver: LakeTable, change: SchemaChange) -> None:

@@ -36,6 +36,7 @@ from pyspark.sql.pandas.types import from_arrow_type
 
 from binlake.chunk_reader import ChunkRead, ChunkReader
 from binlake.chunks import ChunkRange, decode_key, encode_key
+from binlake.column_rules import lake_view, projection
 from binlake.config import Config, SourceConfig
 from binlake.errors import ConfigError, SchemaChangeError, SourceError, carried_by
 from binlake.events import Event, event
@@ -59,11 +60,12 @@ from binlake.ledger import ChunkResult, ChunkState, Ledger
 from binlake.lineage import source_lineage
 from binlake.offsets import BinlogOffset
 from binlake.planner import plan_table
-from binlake.row_filters import SnapshotFilters, check_row_filters, filtered_rows
+from binlake.row_filters import check_row_filters, filtered_rows
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.snapshot_ddl import DdlWatch, FollowedTable, Resnapshot
 from binlake.source import bulk_driver, connection, current_offset
+from binlake.table_rules import TableRules
 from binlake.validation import validate
 
 log = logging.getLogger(__name__)
@@ -174,7 +176,7 @@ def _snapshot_round(
         ledger = Ledger(spark, ledger_path(config))
         resets = PendingResets(driver_files(spark), config)
         again = {t.qualified for t in tables if reset or resets.pending(t.qualified)}
-        filters = SnapshotFilters(config, driver_files(spark))
+        filters = TableRules(config, driver_files(spark))
         filters.require_unchanged(
             t for t in tables if t.qualified not in again and history.entries(t.qualified)
         )
@@ -374,10 +376,12 @@ class ChunkScheduler:
             if self._stop.is_set():
                 return
             server_id = self.config.snapshot_server_id(slot * self.config.snapshot.parallelism)
+            rules = self.config.source
             followed = FollowedTable(self.spark, self.source, server_id,
                                      bronze_table(self.config, table), plan, entry, self.watch,
                                      schema_history(self.spark, self.config),
-                                     self.config.source.row_filter_of(table.name))  # fmt: skip
+                                     rules.row_filter_of(table.name),
+                                     rules.column_rule_of(table.name) is not None)  # fmt: skip
 
             def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
                 return _read_and_commit(self.spark, self.config, self.source, schema, batch, slot)
@@ -469,7 +473,7 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     # dropped: Delta keeps a view of each table per session, which a dropped and re-created
     # table would contradict.
     bronze_table(config, table).save(
-        spark.createDataFrame([], bronze_schema(table))
+        spark.createDataFrame([], bronze_schema(lake_view(config.source, table)))
         .write.format("delta")
         .mode("overwrite")
         .option("overwriteSchema", "true")
@@ -525,8 +529,8 @@ def batch_ids(files: LakeFiles, log: str) -> list[int]:
 
 
 def with_resolved_password(source: SourceConfig) -> SourceConfig:
-    """Resolve the password once on the driver, so Spark tasks need no environment of their own.
-    It stays a SecretStr: never printed, never logged.
+    """Resolve the password (and the salt of hashed columns) once on the driver, so Spark tasks
+    need no environment of their own. Both stay SecretStr: never printed, never logged.
 
     The tasks' pickled functions carry it to the JVM through py4j, which logs every command it
     sends (base64 bytes included) at DEBUG: py4j's logger is held at INFO or above, so debug
@@ -536,7 +540,8 @@ def with_resolved_password(source: SourceConfig) -> SourceConfig:
 
     py4j = logging.getLogger("py4j")
     py4j.setLevel(max(py4j.level, logging.INFO))
-    return source.model_copy(update={"password": SecretStr(source.resolve_password())})
+    resolved = source.with_hash_salt()
+    return resolved.model_copy(update={"password": SecretStr(source.resolve_password())})
 
 
 def _plan(
@@ -573,7 +578,10 @@ def read_chunks(
     lineage = source_lineage(driver_files(spark), config, source)
     reader = _ChunkBatchReader(source, table, server_id_base, descriptors, lineage)
     schema = T.StructType(
-        [*bronze_schema(table).fields, T.StructField(REPORT, from_arrow_type(REPORT_TYPE))]
+        [
+            *bronze_schema(lake_view(source, table)).fields,
+            T.StructField(REPORT, from_arrow_type(REPORT_TYPE)),
+        ]
     )
     reports = Observation()
     rows = (
@@ -606,9 +614,8 @@ def _read_and_commit(
     rows, reports = read_chunks(spark, config, source, table, batch, slot)
     bronze = bronze_table(config, table)
     try:
-        bronze.replace_chunks(
-            spark, rows, [c.chunk_id for c in batch], column_mapping(table.column_names)
-        )
+        landed = lake_view(source, table).column_names
+        bronze.replace_chunks(spark, rows, [c.chunk_id for c in batch], column_mapping(landed))
     except Exception as failure:  # a chunk read's own error, raised in a Spark task
         raise carried_by(failure) or failure from None
     return chunk_results(table, batch, chunk_reports(reports))
@@ -657,13 +664,16 @@ class _ChunkBatchReader:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         server_id = self.server_id_base + (context.partitionId() if context else 0)
-        names = [*self.table.column_names, *BRONZE_COLUMNS.fieldNames(), REPORT]
+        view = lake_view(self.source, self.table)
+        names = [*view.column_names, *BRONZE_COLUMNS.fieldNames(), REPORT]
+        project = projection(self.source, self.table)
         with ChunkReader(self.source, self.table, server_id, lineage=self.lineage) as reader:
             for batch in batches:
                 for index in batch.column(0).to_pylist():
                     chunk_id, start, end = self.descriptors[index]
                     read = reader.read(chunk_id, ChunkRange(decode_key(start), decode_key(end)))
-                    rows = [*_rows_at_hw(read), pa.nulls(read.rows, REPORT_TYPE)]
+                    landed = project.arrays(read.columns)
+                    rows = [*_rows_at_hw(read, landed), pa.nulls(read.rows, REPORT_TYPE)]
                     yield pa.RecordBatch.from_arrays(rows, names=names)
                     yield pa.RecordBatch.from_arrays(_report(read, rows), names=names)
 
@@ -681,11 +691,11 @@ def _report(read: ChunkRead, rows: list[pa.Array]) -> list[pa.Array]:
     return [*(pa.nulls(1, column.type) for column in rows[:-1]), pa.array([report], REPORT_TYPE)]
 
 
-def _rows_at_hw(read: ChunkRead) -> list[pa.Array]:
-    """The chunk's data columns plus `_chunk_id`, `_hw_file`, `_hw_pos`."""
+def _rows_at_hw(read: ChunkRead, landed: list[pa.Array]) -> list[pa.Array]:
+    """The chunk's data columns as they land plus `_chunk_id`, `_hw_file`, `_hw_pos`."""
     n = read.rows
     return [
-        *read.columns,
+        *landed,
         pa.repeat(pa.scalar(read.chunk_id, pa.int32()), n),
         pa.repeat(pa.scalar(read.hw.file, pa.string()), n),
         pa.repeat(pa.scalar(read.hw.pos, pa.int64()), n),

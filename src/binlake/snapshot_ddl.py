@@ -121,9 +121,13 @@ class FollowedTable:
         watch: DdlWatch,
         history: SchemaHistory,
         row_filter: str | None = None,
+        ruled: bool = False,
     ) -> None:
         self.spark, self.source, self.server_id, self.bronze = spark, source, server_id, bronze
         self.row_filter = row_filter  # source.row_filters: the rows bronze keeps
+        #: source.column_rules name its columns: bronze holds what they made of the rows, which
+        #: the catch-up (raw binlog images) cannot rewrite, so a DDL re-reads the table instead.
+        self.ruled = ruled
         self.plan = sorted(plan, key=lambda c: c.chunk_id)
         self.entry, self.watch, self.history = entry, watch, history
         self.name = self.plan[0].table
@@ -171,7 +175,11 @@ class FollowedTable:
                 self.entry = change.entry()
                 self.history.record(self.name, self.entry)
                 continue
-            why = refusal(change)
+            why = refusal(change) or (
+                "its columns have rules (source.column_rules), so it is read again"
+                if self.ruled
+                else ""
+            )
             if why:
                 what = (
                     f"{self.name} changed at {change.offset} during its snapshot ({_short(change)})"

@@ -45,7 +45,7 @@ from binlake.lineage import current_lineage, locate
 from binlake.offsets import BinlogOffset
 from binlake.resnapshot import Resnapshots, restart_pending, start_anew
 from binlake.retention import warn_if_purge_near
-from binlake.row_filters import SnapshotFilters, check_row_filters
+from binlake.row_filters import check_row_filters
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.silver import ensure_silver, require_silver
@@ -53,6 +53,7 @@ from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import batch_ids, schema_history, with_resolved_password
 from binlake.source import connection, head_offset, logs_column_names
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
+from binlake.table_rules import TableRules
 from binlake.validation import validate
 
 log = logging.getLogger(__name__)
@@ -330,7 +331,7 @@ def _start_and_follow(
     first_start = resume is None and not registry.exists()
     joined = dict.fromkeys(t.qualified for t in tables) if first_start else registry.read()
     applied = [t for t in tables if t.qualified in joined]
-    filters = SnapshotFilters(config, files)
+    filters = TableRules(config, files)
     if first_start and not initial:  # no snapshot: silver holds what the stream filters
         filters.record(applied)
     filters.require_unchanged(applied)

@@ -19,7 +19,7 @@ job's table list (`partitions`), which the sink updates between batches.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -46,8 +46,9 @@ except ImportError:  # Spark 4.0 and 4.1 (the LTS runtimes): `latestOffset()` is
 
 from binlake.binlog import binlog_behind, bounded_end, follow_changes
 from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
-from binlake.changes import RowChange, split_key_change
+from binlake.changes import Row, RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
+from binlake.column_rules import Projection, lake_view, projection
 from binlake.config import SourceConfig
 from binlake.ddl import short_statement
 from binlake.errors import SourceError, SourceReplacedError
@@ -279,7 +280,7 @@ def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBa
             spec.source, spec.server_id, tracker, partition.start, partition.end,
             partition.floors,
         )  # fmt: skip
-        batches = ChangeBatches()
+        batches = ChangeBatches(spec.source)
         for block in _filtered_blocks(conn, spec, events):
             yield from batches.of(block)
         # A source replaced while the range was read (a read reconnected to another server at
@@ -352,18 +353,24 @@ def _check_after_snapshot(spec: StreamSpec, change: SchemaChange) -> None:
 
 class ChangeBatches:
     """Events → Arrow record batches in the change record's schema: row images as JSON
-    (`change_record`), one encoder per schema a batch meets."""
+    (`change_record`) of what lands (`column_rules`), one encoder per schema a batch meets."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: SourceConfig) -> None:
+        self.source = source  # its column rules apply to each image before it is encoded
         self.schema = to_arrow_schema(CHANGE_SCHEMA)  # no timestamps: no time zone
         # Keyed by identity and holding the schema, so a freed schema's id is never reused.
-        self._encoders: dict[int, tuple[TableSchema, ImageEncoder]] = {}
+        self._encoders: dict[int, tuple[TableSchema, Projection, ImageEncoder]] = {}
 
-    def _encoder(self, table: TableSchema) -> ImageEncoder:
+    def _encoder(self, table: TableSchema) -> Callable[[Row | None], str | None]:
+        """The images of `table` (as the source holds them) → JSON of what lands."""
         held = self._encoders.get(id(table))
         if held is None or held[0] is not table:
-            held = self._encoders[id(table)] = (table, ImageEncoder(table))
-        return held[1]
+            encoder = ImageEncoder(lake_view(self.source, table))
+            held = self._encoders[id(table)] = (table, projection(self.source, table), encoder)
+        _, project, encode = held
+        if project.identity:
+            return encode
+        return lambda row: encode(project.row(row))
 
     def of(self, events: list[Event]) -> Iterator[pa.RecordBatch]:
         """The events as record batches of at most `ARROW_BATCH_BYTES` of row images (or one

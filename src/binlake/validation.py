@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import pymysql
 
 from binlake.binlog import check_binlog_dump
+from binlake.column_rules import check_column_rules
 from binlake.config import Config, SourceConfig, table_matches
 from binlake.errors import ConfigError, SourceError
 from binlake.layout import DELETED_COLUMN, EVENTS_TABLE, HISTORY_COLUMNS
@@ -76,6 +77,10 @@ def validate(
     _check_soft_delete_column(config, tables)
     _check_history(config, tables)
     _check_table_keys("source.row_filters", config.source.row_filters, tables)
+    _check_table_keys("source.column_rules", config.source.column_rules, tables)
+    check_column_rules(config.source, tables)
+    if any((r := config.source.column_rule_of(t.name)) and r.hash for t in tables):
+        config.source.resolve_hash_salt()  # unset: refused now, not in a Spark task
     if server_id is None:
         server_id = config.snapshot_server_id(0)
     check_privileges(conn, config.source, tables, server_id)

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.chunks import ChunkRange, chunk_of, decode_key, encode_key
+from binlake.column_rules import lake_view
 from binlake.config import Config, SourceConfig
 from binlake.lake import column_name
 from binlake.layout import ledger_path
@@ -75,14 +76,15 @@ def verify_silver(spark: SparkSession, config: Config) -> VerifyReport:
             ChunkState(table.qualified, 0, table.split_column, ChunkRange.all())
         ]
         rows, _ = read_chunks(spark, config, source, table, chunks)
-        source_digest = {r["_chunk_id"]: r for r in _digest(rows, table.column_names).collect()}
+        landed = lake_view(config.source, table)  # ruled columns: hashed on both sides alike
+        source_digest = {r["_chunk_id"]: r for r in _digest(rows, landed.column_names).collect()}
         silver = _assign_chunks(
             live_rows(silver_table(config, table).read(spark), config, table.name),
             source,
-            table,
+            landed,
             chunks,
         )
-        silver_digest = {r["_chunk_id"]: r for r in _digest(silver, table.column_names).collect()}
+        silver_digest = {r["_chunk_id"]: r for r in _digest(silver, landed.column_names).collect()}
         for chunk in chunks:
             ours, theirs = source_digest.get(chunk.chunk_id), silver_digest.get(chunk.chunk_id)
             if _same(ours, theirs):

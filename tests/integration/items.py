@@ -12,12 +12,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pymysql
+import pytest
 from chispa import assert_df_equality
 from pyspark.sql import types as T
 
 from binlake import jobs
 from binlake.events import event_table
 from binlake.lake import lake_table
+from binlake.sink import BatchSink
 
 from .replay import connect
 
@@ -180,3 +182,19 @@ def running_stream(spark: Any, config: Any) -> Iterator[threading.Thread]:
         for query in spark.streams.active:
             query.stop()
         thread.join(timeout=120)
+
+
+def stream_losing_its_commit(spark: Any, config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An available-now stream whose first batch is applied to silver and the changelog, then
+    fails before Spark commits it (what a driver lost at that point leaves): the next stream
+    replays the batch."""
+    original = BatchSink.__call__
+
+    def applied_then_lost(self: BatchSink, batch: Any, batch_id: int) -> None:
+        original(self, batch, batch_id)
+        raise RuntimeError("the driver died before the checkpoint commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BatchSink, "__call__", applied_then_lost)
+        with pytest.raises(Exception, match="died before the checkpoint commit"):
+            jobs.stream(spark, config, available_now=True)

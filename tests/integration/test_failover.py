@@ -23,7 +23,6 @@ from binlake.errors import BinlogResetError, SourceError
 from binlake.lake import lake_table
 from binlake.lake_files import ArrowFiles
 from binlake.lineage import current_lineage
-from binlake.sink import BatchSink
 from binlake.stream import checkpoint_offset, planned_offset
 
 from .items import (
@@ -32,6 +31,7 @@ from .items import (
     assert_lands_exactly,
     logged_events,
     running_stream,
+    stream_losing_its_commit,
     wait_for,
 )
 from .replay import connect
@@ -117,16 +117,7 @@ def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
         _sql(primary, f"UPDATE `{DATABASE}`.items SET extra = 'set' WHERE id % 3 = 0")
     # A batch planned, applied to silver and the changelog, its checkpoint commit lost: the
     # stream replays it first, on the new server, and must read the same transactions there.
-    original = BatchSink.__call__
-
-    def applied_then_lost(self: BatchSink, batch: Any, batch_id: int) -> None:
-        original(self, batch, batch_id)
-        raise RuntimeError("the driver died before the checkpoint commit")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(BatchSink, "__call__", applied_then_lost)
-        with pytest.raises(Exception, match="died before the checkpoint commit"):
-            jobs.stream(spark, on_primary, available_now=True)
+    stream_losing_its_commit(spark, on_primary, monkeypatch)
     planned = planned_offset(ArrowFiles(), on_primary)
     assert planned is not None and planned > left and planned.gtid
     _sql(primary, "FLUSH BINARY LOGS")

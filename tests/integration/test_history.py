@@ -18,7 +18,6 @@ from binlake.errors import ConfigError, LakeError
 from binlake.lake import lake_table
 from binlake.schema_history import StreamTables
 from binlake.silver import offset_token
-from binlake.sink import BatchSink
 from binlake.status import gather_status
 
 from .items import (
@@ -27,6 +26,7 @@ from .items import (
     assert_silver_is_source,
     running_stream,
     seed_items,
+    stream_losing_its_commit,
     wait_for,
 )
 
@@ -99,20 +99,12 @@ def test_history_equals_a_replay_of_the_changelog_across_a_replay_and_a_resnapsh
         snapshot={"chunk_size": 50},
         stream={"trigger_interval": "1s"},
     )
-    original = BatchSink.__call__
-
-    def applied_then_lost(self: BatchSink, batch: Any, batch_id: int) -> None:
-        original(self, batch, batch_id)
-        raise RuntimeError("the driver died before the checkpoint commit")
 
     with Racer(db_env, database):  # inserts, updates, deletes and key moves
         jobs.snapshot(spark, config)
         first_snapshot = _snapshot_rows(spark, config, "items")
         jobs.stream(spark, config, available_now=True)
-        with monkeypatch.context() as patched:
-            patched.setattr(BatchSink, "__call__", applied_then_lost)
-            with pytest.raises(Exception, match="died before the checkpoint commit"):
-                jobs.stream(spark, config, available_now=True)
+        stream_losing_its_commit(spark, config, monkeypatch)
         jobs.stream(spark, config, available_now=True)  # replays the lost batch first
     jobs.stream(spark, config, available_now=True)
 
