@@ -212,6 +212,16 @@ class CatalogTable(LakeTable):
         rows.writeTo(self.sql).overwrite(F.col("_chunk_id").isin(chunk_ids))
 
 
+def enable_column_mapping(spark: SparkSession, table: LakeTable) -> None:
+    """Columns mapped by name: what Delta needs to drop or rename a column, or to take a name
+    Parquet cannot hold."""
+    spark.sql(
+        f"ALTER TABLE {table.sql} SET TBLPROPERTIES ("
+        "'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
+        "'delta.minWriterVersion' = '5')"
+    )
+
+
 def source_prefix(target_columns: Iterable[str]) -> str:
     """A prefix for a MERGE source's column names that no target column starts with: the
     target's columns are named unqualified in `LakeTable.merge`, so no name may be both."""

@@ -32,10 +32,11 @@ from binlake.lake import (
     bronze_table,
     column_mapping,
     column_name,
+    enable_column_mapping,
     lake_table,
     source_prefix,
 )
-from binlake.layout import DELETED_COLUMN, END_OFFSET, HISTORY_COLUMNS, IS_CURRENT
+from binlake.layout import DELETED_COLUMN, END_OFFSET, HISTORY_COLUMNS, IS_CURRENT, VALID_TO
 from binlake.row_filters import filtered_changes
 from binlake.schema import TableSchema
 from binlake.silver_history import (
@@ -184,23 +185,34 @@ def _ensure_history(
         empty = spark.createDataFrame([], T.StructType([*fields, *history_fields()]))
         _save_silver(empty, silver, column_mapping(list(table.column_names)), "error")
     else:
-        _start_history(spark, silver)
+        _start_history(spark, silver, table)
     if from_bronze and join:
         rows = _bronze_rows(spark, config, table)
         first_hw = rows.agg(F.min(OFFSET_COLUMN)).first()[0] or ""  # type: ignore[index]
         join_snapshot(spark, silver, rows, table, first_hw)
 
 
-def _start_history(spark: SparkSession, silver: LakeTable) -> None:
-    """A silver made under `history: latest` gets the history columns when the config turns
-    scd2: each row is its key's current version, valid since before binlake kept history."""
+def _start_history(spark: SparkSession, silver: LakeTable, table: TableSchema) -> None:
+    """A silver made under `history: latest` turns into the history its rows start when the
+    config turns scd2: each live row is its key's current version (valid since before binlake
+    kept history), each soft-deleted one a version ended at its delete, whose `_deleted_at`
+    column then goes. Each step finds out whether it ran, so a run cut short converges."""
     schema = silver.schema(spark)
-    if schema is None or END_OFFSET in schema.fieldNames():
+    if schema is None:
         return
-    added = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in history_fields())
-    spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({added})")
-    silver.update(spark, {IS_CURRENT: F.lit(True)})
-    log.info("%s keeps every version of its rows from now on (silver.history: scd2)", silver)
+    names = schema.fieldNames()
+    if END_OFFSET not in names:
+        added = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in history_fields())
+        spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({added})")
+        log.info("%s keeps every version of its rows from now on (silver.history: scd2)", silver)
+    soft = DELETED_COLUMN in names and DELETED_COLUMN not in table.column_names
+    unset = F.col(IS_CURRENT).isNull()
+    if not silver.read(spark).where(unset).isEmpty():
+        deleted = F.col(DELETED_COLUMN) if soft else F.lit(None).cast(T.TimestampType())
+        silver.update(spark, {IS_CURRENT: deleted.isNull(), VALID_TO: deleted}, where=unset)
+    if soft:
+        enable_column_mapping(spark, silver)
+        spark.sql(f"ALTER TABLE {silver.sql} DROP COLUMN {DELETED_COLUMN}")
 
 
 def _keep_deleted_rows(spark: SparkSession, silver: LakeTable) -> None:

@@ -22,7 +22,7 @@ from binlake.column_rules import lake_view
 from binlake.config import Config
 from binlake.ddl import parse_ddl
 from binlake.errors import SchemaChangeError, UnfollowableChange
-from binlake.lake import LakeTable, column_mapping, column_name
+from binlake.lake import LakeTable, column_mapping, column_name, enable_column_mapping
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
 from binlake.schema_changes import ColumnChange, column_changes, literal_default, unapplicable
@@ -163,12 +163,12 @@ def _apply_column_change(
         _add_column(spark, config, silver, after, change.column, change.new_type)
     elif change.kind == "drop" and evolve:
         if _field(held, change.column) is not None:  # else dropped by a run cut short
-            _enable_column_mapping(spark, silver)
+            enable_column_mapping(spark, silver)
             spark.sql(f"ALTER TABLE {silver.sql} DROP COLUMN {column_name(change.column)}")
     elif change.kind == "rename" and change.old_name is not None:
         if evolve:
             if _field(held, change.old_name) is not None:  # else renamed by a run cut short
-                _enable_column_mapping(spark, silver)
+                enable_column_mapping(spark, silver)
                 spark.sql(
                     f"ALTER TABLE {silver.sql} RENAME COLUMN {column_name(change.old_name)} TO "
                     f"{column_name(change.column)}"
@@ -226,7 +226,7 @@ def _make_room(
         f"{old.name}__dropped_{n}" for n in range(1, 10_000)
         if f"{old.name}__dropped_{n}".lower() not in taken
     )  # fmt: skip
-    _enable_column_mapping(spark, table)
+    enable_column_mapping(spark, table)
     spark.sql(
         f"ALTER TABLE {table.sql} RENAME COLUMN {prefix}{column_name(old.name)} TO "
         f"{column_name(aside)}"
@@ -267,21 +267,13 @@ def _add_column(
     held = _field(columns, column) is not None
     if not held:
         if column_mapping([column]):  # a name Delta takes only with columns mapped by name
-            _enable_column_mapping(spark, silver)
+            enable_column_mapping(spark, silver)
         kind_sql = kind.simpleString()
         spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({column_name(column)} {kind_sql})")
     default = literal_default(after, column)
     if default is not None or held:
         value = F.lit(default).cast(kind)
         silver.update(spark, {column_name(column): value})
-
-
-def _enable_column_mapping(spark: SparkSession, table: LakeTable) -> None:
-    spark.sql(
-        f"ALTER TABLE {table.sql} SET TBLPROPERTIES ("
-        "'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
-        "'delta.minWriterVersion' = '5')"
-    )
 
 
 def _widen(spark: SparkSession, table: LakeTable, column: str, kind: T.DataType) -> None:

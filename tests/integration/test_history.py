@@ -199,21 +199,32 @@ def test_a_join_repeated_after_a_crash_restores_the_history_it_began_from(
 def test_a_latest_silver_turns_into_history_and_history_is_never_read_as_latest(
     spark: Any, sql: Callable[..., Any], make_config: Any
 ) -> None:
+    """Made under soft deletes: the live rows become current versions, the deleted one a
+    version ended at its delete, and `_deleted_at` goes."""
     seed_items(sql, 50)
-    latest = make_config(stream={"trigger_interval": "1s"})
+    latest = make_config(stream={"trigger_interval": "1s"}, silver={"deletes": "soft"})
     jobs.run(spark, latest)
-    history = make_config(stream={"trigger_interval": "1s"}, silver={"history": "scd2"})
+    sql("DELETE FROM items WHERE id = 7")
+    jobs.stream(spark, latest, available_now=True)
+    deleted_at = lake_table(latest.lake, "silver", latest.source.database, "items").read(spark)
+    (seven,) = deleted_at.where("id = 7").collect()
+    history = make_config(
+        stream={"trigger_interval": "1s"}, silver={"deletes": "soft", "history": "scd2"}
+    )
     sql("UPDATE items SET name = 'changed' WHERE id = 3")
 
     jobs.stream(spark, history, available_now=True)
 
     silver = lake_table(history.lake, "silver", history.source.database, "items").read(spark)
+    assert "_deleted_at" not in silver.columns
     assert_silver_is_source(spark, sql, history, "items", where="_is_current")
     three = silver.where("id = 3").orderBy("_binlake_offset").collect()
     assert [(r["name"], r["_is_current"]) for r in three] == [("item3", False), ("changed", True)]
     assert three[0]["_valid_from"] is None  # a row from before: valid since before the history
+    (ended,) = silver.where("id = 7").collect()
+    assert (ended["_is_current"], ended["_valid_to"]) == (False, seven["_deleted_at"])
     (items,) = gather_status(history, lambda: spark).tables
-    assert (items.silver_rows, items.silver_versions) == (50, 51)  # status counts both
+    assert (items.silver_rows, items.silver_versions) == (49, 51)  # status counts both
     with pytest.raises(LakeError, match=r"keeps every version of its rows .* set silver.history"):
         jobs.stream(spark, latest, available_now=True)
 
