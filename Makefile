@@ -63,7 +63,8 @@ test: setup lint db-up ## Lint, unit and integration tests against the real Mari
 run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, change rows, catch up again, print what landed
 	rm -rf lakehouse
 	$(DB_ENV) && scripts/db.sh sql < fixtures/shop.sql
-	$(DB_ENV) && $(VENV)/bin/binlake bundle run-local silver_catchup --target local
+	$(DB_ENV) && $(VENV)/bin/binlake bundle run-local silver_catchup --target local \
+		--var 'silver_history_tables={customers: scd2}'
 	$(DB_ENV) && scripts/db.sh sql < fixtures/shop_changes.sql
 	$(DB_ENV) && $(VENV)/bin/binlake stream --available-now --config fixtures/demo.yml
 	$(DB_ENV) && $(VENV)/bin/binlake status --config fixtures/demo.yml
