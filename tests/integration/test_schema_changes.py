@@ -165,7 +165,8 @@ def _insert_fresh(sql: Any, first: int, last: int, table: str = "fresh") -> None
 @pytest.mark.parametrize(
     "killed",
     [
-        None,
+        # Without a kill: the same sequence as the kill below, whose rerun proves more.
+        pytest.param(None, marks=pytest.mark.soak),
         "stream_before_checkpoint_commit",
         # A snapshot's resume after this kill: test_faults' kill point of the same name.
         pytest.param("snapshot_between_bronze_and_ledger", marks=pytest.mark.soak),

@@ -43,7 +43,11 @@ STEPS = {
 }
 
 
-@pytest.mark.parametrize("mode", ["lenient", "evolve"])
+@pytest.mark.parametrize(
+    "mode",
+    # lenient's handling of schema changes: test_ddl_met_late and test_ddl_replays (lenient).
+    [pytest.param("lenient", marks=pytest.mark.soak), "evolve"],
+)
 def test_statements_that_used_to_wedge_or_coerce_land_as_the_source_has_them(
     spark: Any, sql: Any, make_config: Any, racer: Any, mode: str
 ) -> None:

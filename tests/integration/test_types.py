@@ -213,7 +213,12 @@ def _config_file(config: Any, path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("remote", [False, True], ids=["in-process", "connect-tz-paris"])
+@pytest.mark.parametrize(
+    "remote",
+    # Spark Connect with a Paris session time zone: test_spark_connect runs the fast path.
+    [False, pytest.param(True, marks=pytest.mark.soak)],
+    ids=["in-process", "connect-tz-paris"],
+)
 def test_every_type_and_key_lands_as_the_source_holds_it(
     spark: Any,
     db_env: dict[str, str],
