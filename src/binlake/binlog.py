@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Generator, Iterator
 from contextlib import closing
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,13 +49,20 @@ from binlake.errors import (
 from binlake.gtids import gtid_after, gtid_head, same_position
 from binlake.offsets import BinlogOffset, ChangePosition, bytes_behind, on_lineage
 from binlake.reconnect import MAX_BACKOFF_S, is_transient, reconnecting
-from binlake.row_images import ImageDecoder, decode_images, image_decoder
+from binlake.row_images import (
+    ImageDecoder,
+    count_images,
+    decode_images,
+    image_decoder,
+    image_widths,
+)
 from binlake.schema import Column, TableSchema
 from binlake.schema_history import SchemaChange, SchemaTracker
 from binlake.source import (
     Connection,
     binlog_files,
     binlog_sizes,
+    captured_by,
     connection,
     current_offset,
     tls_options,
@@ -176,42 +183,85 @@ def _open(
     )
 
 
+@dataclass(frozen=True)
+class BatchBudget:
+    """How much one stream batch reads: binlog bytes and row changes of the captured tables
+    (`stream.max_bytes_per_batch`, `stream.max_changes_per_batch`; None: no bound)."""
+
+    max_bytes: int | None = None
+    max_changes: int | None = None
+    database: str = ""
+    patterns: tuple[str, ...] | None = None  # source.tables: whose row changes count
+
+    def counts(self, schema: str, table: str) -> bool:
+        return schema == self.database and captured_by(table, _listed(self.patterns))
+
+    def exceeded(self, size: int, changes: int) -> bool:
+        return (self.max_bytes is not None and size > self.max_bytes) or (
+            self.max_changes is not None and changes > self.max_changes
+        )
+
+    def reached(self, size: int, changes: int) -> bool:
+        return (self.max_bytes is not None and size >= self.max_bytes) or (
+            self.max_changes is not None and changes >= self.max_changes
+        )
+
+
+def _listed(patterns: tuple[str, ...] | None) -> list[str] | None:
+    return None if patterns is None else list(patterns)
+
+
 def bounded_end(
-    source: SourceConfig, server_id: int, start: BinlogOffset, head: BinlogOffset, budget: int
+    source: SourceConfig,
+    server_id: int,
+    start: BinlogOffset,
+    head: BinlogOffset,
+    budget: BatchBudget,
 ) -> BinlogOffset:
-    """Where a batch of at most about `budget` binlog bytes from `start` ends: `head` if it is
-    that close, else the start of the last transaction that begins within the budget (or of
-    the first one after `start`, when a single transaction is larger than the budget).
+    """Where a batch within `budget` from `start` ends: `head` if it is that close, else the
+    start of the last transaction that begins within the budget (or of the first one after
+    `start`, when a single transaction is larger than the budget).
 
     A batch ends between transactions, never inside one: the next batch opens a binlog read of
     its own at that offset, and a read opened inside a transaction would meet row events
     without their table map, and silver would hold half a transaction between the two MERGEs.
     Each transaction begins with a GTID event (MariaDB writes one for every transaction, MySQL
-    5.7+ an anonymous one when GTIDs are off), so the scan reads only event headers and skips
-    every row event without decoding it; the GTID events it meets also give the end's GTID
-    position (from `start`'s). A dropped connection is retried like any binlog read
-    (`source.reconnect_timeout_s`)."""
+    5.7+ an anonymous one when GTIDs are off), so a bytes-only scan reads event headers alone;
+    a change bound also counts the row images of the captured tables' row events, from their
+    table maps' widths, without decoding a value (`count_images`). Every row image takes at
+    least one byte, so a range of no more bytes than the change bound needs no count. The GTID
+    events met also give the end's GTID position (from `start`'s). A dropped connection is
+    retried like any binlog read (`source.reconnect_timeout_s`)."""
     return _reconnecting(source)(_bounded_end, source, server_id, start, head, budget)
 
 
 def _bounded_end(
-    source: SourceConfig, server_id: int, start: BinlogOffset, head: BinlogOffset, budget: int
+    source: SourceConfig,
+    server_id: int,
+    start: BinlogOffset,
+    head: BinlogOffset,
+    budget: BatchBudget,
 ) -> BinlogOffset:
     with connection(source) as conn:
         sizes = binlog_sizes(conn)
-    if bytes_behind(start, head, sizes) <= budget:
+    behind = bytes_behind(start, head, sizes)
+    if not budget.exceeded(behind, behind):
         return head
-    end = head
-    with closing(_transactions(source, server_id, start)) as transactions:
-        for begins, _ in transactions:
+    counting = budget if budget.exceeded(0, behind) else None
+    fits: BinlogOffset | None = None  # the end of the most whole transactions within budget
+    with closing(_transactions(source, server_id, start, counting)) as transactions:
+        for begins, _, changes in transactions:
             if begins <= start:
                 continue
-            if begins >= head or (end != head and bytes_behind(start, begins, sizes) > budget):
-                break
-            end = begins
-            if bytes_behind(start, end, sizes) >= budget:
-                break
-    return end
+            end = min(begins, head)
+            size = bytes_behind(start, end, sizes)
+            if budget.exceeded(size, changes):
+                return fits or end  # a first transaction over the budget is a batch alone
+            if end == head or budget.reached(size, changes):
+                return end
+            fits = end
+    # A header-only read that met no transaction at or after the head: its bytes decide.
+    return fits if fits is not None and budget.exceeded(behind, 0) else head
 
 
 def offset_of_gtid(source: SourceConfig, server_id: int, gtid: str) -> BinlogOffset | None:
@@ -250,30 +300,54 @@ def unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset
 
 def _unapplied_since(source: SourceConfig, server_id: int, position: BinlogOffset) -> float | None:
     with closing(_transactions(source, server_id, position)) as transactions:
-        return next((written for _, written in transactions), None)
+        return next((written for _, written, _ in transactions), None)
 
 
 def _transactions(
-    source: SourceConfig, server_id: int, start: BinlogOffset
-) -> Generator[tuple[BinlogOffset, float]]:
+    source: SourceConfig, server_id: int, start: BinlogOffset, counting: BatchBudget | None = None
+) -> Generator[tuple[BinlogOffset, float, int]]:
     """Each transaction at or after `start` (until the binlog's current end): where it begins
-    (on `start`'s lineage, with the GTID position there when `start` has one) and when (epoch
-    seconds) it was written, read from event headers only."""
+    (on `start`'s lineage, with the GTID position there when `start` has one), when (epoch
+    seconds) it was written, and the row changes before it since `start` of the tables
+    `counting` counts (0 without it: then only event headers are read). With `counting`, the
+    read ends with one more item where the binlog ends, every change counted: the last
+    transaction's changes have no next transaction to carry them."""
+    events = _TRANSACTION_STARTS if counting is None else [*_TRANSACTION_STARTS, *_ROW_EVENTS]
     stream = _open(
-        source, server_id, start, only_events=_TRANSACTION_STARTS,
-        filter_non_implemented_events=False,
+        source, server_id, start, only_events=events, filter_non_implemented_events=False,
+        only_schemas=None if counting is None else [counting.database],
     )  # fmt: skip
-    gtid = start.gtid
+    gtid, changes = start.gtid, 0
+    widths: dict[int, tuple[Any, tuple[int, ...]]] = {}  # table id: (its table map, widths)
     try:
         for event in stream:
+            if isinstance(event, RowsEvent):
+                assert counting is not None
+                if counting.counts(event.schema, event.table):
+                    changes += _row_changes(event, widths)
+                continue
             begins = _transaction_start(event, stream.log_file, start.lineage)
             if begins is None or begins < start:
                 continue
-            yield begins.with_gtid(gtid), float(event.timestamp)
+            yield begins.with_gtid(gtid), float(event.timestamp), changes
             if gtid and isinstance(event, MariadbGtidEvent):
                 gtid = gtid_after(gtid, event.gtid)
+        if counting is not None:
+            ends = BinlogOffset(on_lineage(stream.log_file, start.lineage), stream.log_pos)
+            yield ends.with_gtid(gtid), time.time(), changes
     finally:
         stream.close()
+
+
+def _row_changes(event: RowsEvent, widths: dict[int, tuple[Any, tuple[int, ...]]]) -> int:
+    """The row changes `event` holds (an update row is two images)."""
+    table_map = event.table_map[event.table_id]
+    held = widths.get(event.table_id)
+    if held is None or held[0] is not table_map:
+        held = widths[event.table_id] = (table_map, image_widths(table_map.columns))
+    body = event.packet.read(event.event_size - event.packet.read_bytes)
+    images = count_images(held[1], event.columns_present_bitmap, body)
+    return images // 2 if isinstance(event, UpdateRowsEvent) else images
 
 
 def _reconnecting(source: SourceConfig) -> Retrying:
@@ -442,10 +516,8 @@ def _read(reader: _Reader, blocking: bool) -> Iterator[RowChange | SchemaChange]
 READ_DEADLINE_S = 30.0
 #: XIDs end most transactions, so a read stops right at its stop offset; unknown and partial
 #: events are read so that an event the library cannot decode stops the read, not vanishes.
-_READ_EVENTS = [
-    WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, NotImplementedEvent,
-    PartialUpdateRowsEvent,
-]  # fmt: skip
+_ROW_EVENTS = [WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent]
+_READ_EVENTS = [*_ROW_EVENTS, XidEvent, NotImplementedEvent, PartialUpdateRowsEvent]
 #: A schema-following read also reads DDL (QUERY events; BEGIN is one too, and is skipped).
 _FOLLOW_EVENTS = [*_READ_EVENTS, QueryEvent]
 

@@ -364,6 +364,10 @@ class StreamConfig(_Section):
     #: drains as a series of ordinary batches with steady memory. A batch ends between
     #: transactions, so a single larger transaction is a batch of its own. `null`: no bound.
     max_bytes_per_batch: Annotated[int, Field(ge=1024)] | None = 64 * 2**20
+    #: The most row changes of the captured tables one batch reads (an update is one change),
+    #: bounding a batch of narrow rows, whose bytes understate its rows, the same way. A
+    #: transaction of more changes is a batch of its own. `null`: no bound.
+    max_changes_per_batch: Annotated[int, Field(ge=1)] | None = 500_000
 
     @field_validator("trigger_interval")
     @classmethod

@@ -147,32 +147,85 @@ def _code(table: TableSchema, column: Column, mapped: Any) -> _Code:
     if kind == DATE:
         return _fixed_helper(3, _date)
     if kind == DATETIME2:
-        return _fixed_helper(5 + _fsp_bytes(mapped.fsp), _datetime2(mapped.fsp))
+        return _fixed_helper(_width(mapped), _datetime2(mapped.fsp))
     if kind == TIMESTAMP2:
-        return _fixed_helper(4 + _fsp_bytes(mapped.fsp), _timestamp2(mapped.fsp))
+        return _fixed_helper(_width(mapped), _timestamp2(mapped.fsp))
     if kind == TIME2:
-        return _fixed_helper(3 + _fsp_bytes(mapped.fsp), _time2(mapped.fsp), normalize=True)
+        return _fixed_helper(_width(mapped), _time2(mapped.fsp), normalize=True)
     if kind in (DATETIME, TIMESTAMP, TIME):
         return _legacy_temporal(table, column, kind)
     if kind == NEWDECIMAL:
-        size, read = _decimal(mapped.precision, mapped.decimals)
+        _, read = _decimal(mapped.precision, mapped.decimals)
         return _fixed_helper(
-            size, read, normalize=column.precision is None or column.precision > 38
+            _width(mapped), read, normalize=column.precision is None or column.precision > 38
         )
     if kind == BIT:
         # BIT(1) lands as a boolean, BIT(64) as DECIMAL(20,0): the normaliser makes them.
-        return _fixed_helper(mapped.bytes, _bit(mapped.bytes), normalize=True)
+        return _fixed_helper(_width(mapped), _bit(mapped.bytes), normalize=True)
     if kind in (ENUM, SET):
         members = _members(column)
         member = _enum(members, mapped.size) if kind == ENUM else _set(members, mapped.size)
-        return _fixed_helper(mapped.size, member)
+        return _fixed_helper(_width(mapped), member)
     if kind == JSON:
-        return _blob(mapped.length_size, _json)
+        return _blob(-_width(mapped), _json)
     if column.data_type in ADDRESS_TYPES:
-        return _blob(1, _address_text(column.data_type, mapped.max_length))
+        return _blob(-_width(mapped), _address_text(column.data_type, mapped.max_length))
+    return _string(column, -_width(mapped))  # CHAR, VARCHAR, BLOB, TEXT, GEOMETRY
+
+
+#: Widths of the fixed-width field types (the temporal ones with fractions: `_width`).
+_WIDTHS = {
+    TINY: 1, SHORT: 2, INT24: 3, LONG: 4, LONGLONG: 8, FLOAT: 4, DOUBLE: 8, YEAR: 1, DATE: 3,
+    DATETIME: 8, TIMESTAMP: 4, TIME: 3,
+}  # fmt: skip
+
+
+def _width(mapped: Any) -> int:
+    """A column's bytes in a row image, from its TABLE_MAP field type and metadata alone: the
+    width of a fixed-width value, or minus the width of a variable value's length prefix.
+    The decoder and `count_images` both take their widths from here."""
+    kind = mapped.type
+    if kind in _WIDTHS:
+        return _WIDTHS[kind]
+    if kind in (DATETIME2, TIMESTAMP2, TIME2):
+        return {DATETIME2: 5, TIMESTAMP2: 4, TIME2: 3}[kind] + _fsp_bytes(mapped.fsp)
+    if kind == NEWDECIMAL:
+        return _decimal(mapped.precision, mapped.decimals)[0]
+    if kind == BIT:
+        return int(mapped.bytes)
+    if kind in (ENUM, SET):
+        return int(mapped.size)
     if kind in (VARCHAR, STRING):
-        return _string(column, 2 if mapped.max_length > 255 else 1)
-    return _string(column, mapped.length_size)  # BLOB, TEXT, GEOMETRY: length_size-byte length
+        return -2 if mapped.max_length > 255 else -1
+    return -int(mapped.length_size)  # JSON, BLOB, TEXT, GEOMETRY
+
+
+def image_widths(map_columns: Sequence[Any]) -> tuple[int, ...]:
+    """Each column's `_width`, for `count_images` (computed once per table map)."""
+    return tuple(_width(c) for c in map_columns)
+
+
+def count_images(widths: Sequence[int], present: bytes, body: bytes) -> int:
+    """How many row images a rows event body holds, without decoding a value: each image is
+    its null bitmap, then the widths of its present, non-NULL columns (`present`: the event's
+    columns-present bitmap). What bounds a batch by changes reads this, not the decoder,
+    because it needs no captured schema and costs a few operations per column."""
+    mask = int.from_bytes(present, "little")
+    columns = [w for i, w in enumerate(widths) if mask >> i & 1]
+    null_bytes = (len(columns) + 7) // 8
+    pos, end, images = 0, len(body), 0
+    while pos < end:
+        nulls = int.from_bytes(body[pos : pos + null_bytes], "little")
+        pos += null_bytes
+        for i, width in enumerate(columns):
+            if nulls >> i & 1:
+                continue
+            if width > 0:
+                pos += width
+            else:
+                pos += -width + int.from_bytes(body[pos : pos - width], "little")
+        images += 1
+    return images
 
 
 def _legacy_temporal(table: TableSchema, column: Column, kind: int) -> _Code:

@@ -140,6 +140,7 @@ def stream_spec(
         tables_path=tables_path(config),
         marks=marks,
         max_bytes=config.stream.max_bytes_per_batch,
+        max_changes=config.stream.max_changes_per_batch,
     )
 
 

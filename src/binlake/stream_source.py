@@ -44,7 +44,7 @@ try:  # Spark 4.2+: read limits and Trigger.AvailableNow for Python sources (SPA
 except ImportError:  # Spark 4.0 and 4.1 (the LTS runtimes): `latestOffset()` is called bare
     ReadAllAvailable = ReadLimit = ReadMaxBytes = SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
-from binlake.binlog import binlog_behind, bounded_end, follow_changes
+from binlake.binlog import BatchBudget, binlog_behind, bounded_end, follow_changes
 from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
 from binlake.changes import Row, RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
@@ -120,6 +120,7 @@ class StreamSpec:
     marks: dict[str, ChunkMarks] = field(default_factory=dict)
     stop: BinlogOffset | None = None  # a bounded stream (a joining table's catch-up) ends here
     max_bytes: int | None = None  # stream.max_bytes_per_batch
+    max_changes: int | None = None  # stream.max_changes_per_batch
     server: int | None = None  # the source's server_id when the query started
     #: The checkpoint's offsets on a replaced source's binlog and where `lineage.locate` found
     #: them on the new one: Spark hands the reader the former, the reader reads the latter.
@@ -145,6 +146,11 @@ class StreamSpec:
                 f"not {self.server} as when the stream started: the stream starts again and "
                 "finds its position on the new server by GTID"
             )
+
+    def budget(self, max_bytes: int | None) -> BatchBudget:
+        """What one batch may read: `max_bytes` (Spark's read limit, or the spec's on Spark
+        4.0/4.1) and the spec's change bound (Spark passes a single read limit)."""
+        return BatchBudget(max_bytes, self.max_changes, self.database, self.patterns)
 
     def plan(self, start: BinlogOffset, end: BinlogOffset) -> BinlogRange:
         """The read of `(start, end]`: the job's tables with their schema histories, and the
@@ -198,7 +204,8 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     Spark 4.2 passes each batch's start and read limit to `latestOffset`; Spark 4.0 and 4.1
     call it bare, so the reader keeps where the last batch ended itself (`position`: the
     job's checkpoint offset at first, then each planned batch's end) and applies
-    `stream.max_bytes_per_batch` on its own. Both bound a batch the same way."""
+    `stream.max_bytes_per_batch` on its own. Both bound a batch the same way, and both take
+    `stream.max_changes_per_batch` from the spec."""
 
     def __init__(self, spec: StreamSpec) -> None:
         self.spec = spec
@@ -240,9 +247,9 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             head = min(head, self.spec.stop)
         if head <= position:
             return position.to_dict()
-        if max_bytes is not None:
-            spec = self.spec
-            head = bounded_end(spec.source, spec.server_id, position, head, max_bytes)
+        budget = self.spec.budget(max_bytes)
+        if budget.max_bytes is not None or budget.max_changes is not None:
+            head = bounded_end(self.spec.source, self.spec.server_id, position, head, budget)
         return head.to_dict()
 
     def reportLatestOffset(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""A backlog drains as a series of bounded batches (`stream.max_bytes_per_batch`).
+"""A backlog drains as a series of bounded batches (`stream.max_bytes_per_batch`,
+`stream.max_changes_per_batch`).
 
 A stream paused while the source keeps writing meets a backlog: before, it read everything up to
 the binlog head as one batch (one partition, one MERGE per table), whatever its size. Now each
@@ -32,6 +33,7 @@ from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    logged_events,
     seed_items,
 )
 from .replay import connect
@@ -115,5 +117,69 @@ def test_a_backlog_drains_in_bounded_batches_that_end_between_transactions(
     assert max(spans) > BUDGET, "the large transaction was split or never met"
     logged = event_table(config).read(spark).where("kind = 'stream_batch'").orderBy("ts")
     assert [BinlogOffset(b.file, b.position) for b in logged.collect()] == _batch_ends(config)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+CHANGES = 20  # row changes per batch: the racer's backlog is several times that
+
+
+def test_a_change_bound_counts_the_captured_tables_changes_alone(
+    spark: Any,
+    db_env: dict[str, str],
+    database: str,
+    make_config: Callable[..., Any],
+    sql: Callable[..., Any],
+) -> None:
+    """`stream.max_changes_per_batch`: the racer writes one change per transaction, so every
+    batch that ends before the binlog head holds exactly the bound, however many rows of a
+    table the job does not capture lie between (60 per transaction: counted, each would end a
+    batch early); a transaction of more changes than the bound is a batch of its own."""
+    seed_items(sql, 400)
+    sql("CREATE TABLE noise (id INT PRIMARY KEY, note VARCHAR(300))")
+    config = make_config(
+        source={"tables": ["items"]},
+        snapshot={"chunk_size": 200},
+        stream={"max_changes_per_batch": CHANGES, "max_bytes_per_batch": None},
+        lake={"event_log": True},
+    )
+    jobs.run(spark, config)
+    done = len(logged_events(spark, config, "stream_batch"))
+    with Racer(db_env, database, pause=0.005) as racer:  # the backlog
+        for block in range(4):
+            first = block * 60
+            rows = ", ".join(f"({first + i}, REPEAT('n', 300))" for i in range(60))
+            sql(f"INSERT INTO noise VALUES {rows}")
+            while racer.statements < 30 * (block + 1):
+                racer.stop.wait(0.05)
+    sql("UPDATE items SET qty = qty + 1")  # one transaction of ~400 changes
+    sql("INSERT INTO noise VALUES (1000, 'after')")  # so its batch ends before `head`
+    with Racer(db_env, database, pause=0.5):  # writes race the drain
+        # The drain ends at the head it finds when it starts, at or after this one: a batch
+        # that ends before it is not the drain's last (which ends wherever the head was).
+        with connect(db_env) as conn:
+            head = current_offset(conn)
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+
+    batches = [
+        (BinlogOffset(b.file, b.position), b.rows)
+        for b in logged_events(spark, config, "stream_batch")[done:]
+    ]
+    full = [rows for end, rows in batches if end < head]
+    assert len(full) >= 6, full
+    # The batch before the large transaction ends where it begins, however short it is then.
+    large = max(full)
+    assert large > 300, full
+    at = full.index(large)
+    assert 0 < full[at - 1] <= CHANGES, full
+    assert full[: at - 1] + full[at + 1 :] == [CHANGES] * (len(full) - 2), full
+    # Within both bounds, a catch-up is one batch up to the head (it used to end at the start
+    # of the range's last transaction, and read that one as a batch of its own).
+    done = len(logged_events(spark, config, "stream_batch"))
+    for key in range(5):
+        sql("INSERT INTO items (id, name, qty, price) VALUES (%s, 'tail', 1, 1.50)", (900 + key,))
+    jobs.stream(spark, config, available_now=True)
+    assert [b.rows for b in logged_events(spark, config, "stream_batch")[done:]] == [5]
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")

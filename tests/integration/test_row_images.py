@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from binlake.binlog import read_changes
+from binlake.binlog import BatchBudget, _transactions, read_changes
 from binlake.changes import Op, Row
 from binlake.chunk_reader import ChunkReader
 from binlake.chunks import ChunkRange
@@ -101,7 +101,11 @@ def _check_table(
     sql(update)
     updated = _snapshot_rows(source, table, server_id)
     sql(f"DELETE FROM `{name}`")
+    sql(f"CREATE TABLE `{name}_after` (id INT)")  # a transaction after the deletes
     changes = _decoded(source, table, server_id, start)
+    counted = _transactions(source, server_id, start, BatchBudget(database=table.database))
+    # What bounds a batch by changes counts them from widths alone, over every type here.
+    assert list(counted)[-1][2] == len(changes)
     by_op: dict[Op, list[Any]] = {op: [c for c in changes if c.table.endswith(name)] for op in Op}
     by_op = {op: [c for c in by_op[op] if c.op is op] for op in Op}
     assert len(by_op[Op.INSERT]) == len(inserted) > 0

@@ -212,12 +212,21 @@ def test_the_stream_job_takes_its_trigger_as_a_parameter() -> None:
     [
         ("max_bytes_per_batch", None),
         ("max_bytes_per_batch", 1048576),
+        ("max_changes_per_batch", None),
+        ("max_changes_per_batch", 20000),
         ("on_binlog_purged", None),
         ("on_binlog_purged", "stop"),
     ],
-    ids=["bytes-bundle-default", "bytes-set-for-a-run", "purged-bundle-default", "purged-stop"],
+    ids=[
+        "bytes-bundle-default",
+        "bytes-set-for-a-run",
+        "changes-bundle-default",
+        "changes-set-for-a-run",
+        "purged-bundle-default",
+        "purged-stop",
+    ],
 )
-def test_stream_jobs_take_their_batch_bound_and_purge_remedy_as_parameters(
+def test_stream_jobs_take_their_batch_bounds_and_purge_remedy_as_parameters(
     job: str, key: str, given: Any
 ) -> None:
     """A run that drains a large backlog may take smaller (or larger) batches, and an operator

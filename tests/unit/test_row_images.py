@@ -17,8 +17,10 @@ from binlake.row_images import (
     NEWDECIMAL,
     TIME2,
     VARCHAR,
+    count_images,
     decode_images,
     image_decoder,
+    image_widths,
 )
 from binlake.schema import Column, TableSchema
 
@@ -142,3 +144,25 @@ def test_null_in_a_not_null_column_is_a_schema_change_not_a_misread() -> None:
     image = bytes([0b10]) + struct.pack("<q", 1)  # n NULL: its 4 bytes are absent
     with pytest.raises(SourceError, match="NULL in a column captured as NOT NULL"):
         list(decode_images(decode, image))
+
+
+def test_images_are_counted_from_widths_alone_with_nulls_long_lengths_and_absent_columns() -> None:
+    """`count_images` walks what the decoder reads without a schema: a NULL takes no bytes, a
+    VARCHAR wider than 255 bytes has a two-byte length, a decimal its packed width, and a
+    column absent from the image (a non-FULL image) neither a null bit nor bytes."""
+    columns = [
+        Mapped(LONGLONG),
+        Mapped(VARCHAR, 1200),
+        Mapped(NEWDECIMAL, precision=14, decimals=4),
+        Mapped(VARCHAR, 40),
+    ]
+    widths = image_widths(columns)
+    assert widths == (8, -2, 7, -1)
+    text = b"x" * 300
+    full = b"\x00" + struct.pack("<q", 1) + struct.pack("<H", 300) + text + b"\x80" * 7 + b"\x02ab"
+    nulls = bytes([0b1110]) + struct.pack("<q", 2)  # only the key
+    assert count_images(widths, b"\x0f", full + nulls + full) == 3
+    # Columns 0 and 3 present: a 1-byte null bitmap over two columns, then their values.
+    partial = b"\x00" + struct.pack("<q", 3) + b"\x01z"
+    assert count_images(widths, b"\x09", partial * 4) == 4
+    assert count_images(widths, b"\x0f", b"") == 0
