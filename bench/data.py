@@ -170,13 +170,19 @@ def _tsv_lines(rows: int, seed: int = 20240501):
         )
 
 
-def create_and_load(password: str, port: int, rows: int) -> float:
-    """(Re)create bench.customer with `rows` rows via LOAD DATA LOCAL INFILE; returns seconds."""
+def create_and_load(password: str, port: int, rows: int, table: str = TABLE) -> float:
+    """(Re)create bench.`table` (customer-shaped) with `rows` rows via LOAD DATA LOCAL INFILE;
+    returns seconds."""
     with connect(password, port, database=None, local_infile=True) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
-        cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.{TABLE}")
-        cur.execute(DDL)
-        return _load(cur, DATABASE, TABLE, rows)
+        cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.`{table}`")
+        cur.execute(DDL_TEMPLATE.format(database=DATABASE, table=table))
+        return _load(cur, DATABASE, table, rows)
+
+
+def drop_table(password: str, port: int, table: str) -> None:
+    with connect(password, port) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS `{table}`")
 
 
 def _load(
@@ -299,13 +305,16 @@ class Burst:
         return self.inserts + self.updates + self.deletes
 
 
-def make_burst(password: str, port: int, changes: int, step: int = 5000) -> Burst:
-    """≈`changes` row changes, ¼ inserts (new keys above max), ½ updates, ¼ deletes, in
-    multi-row autocommit statements of ≤ `step` rows (one binlog transaction each)."""
+def make_burst(
+    password: str, port: int, changes: int, step: int = 5000, table: str = TABLE
+) -> Burst:
+    """≈`changes` row changes to bench.`table`, ¼ inserts (new keys above max), ½ updates, ¼
+    deletes, in multi-row autocommit statements of ≤ `step` rows (one binlog transaction each)."""
+    name = f"`{table}`"
     burst = Burst()
     started = time.monotonic()
     with connect(password, port) as conn, conn.cursor() as cur:
-        cur.execute(f"SELECT MIN(c_customer_sk), MAX(c_customer_sk), COUNT(*) FROM {TABLE}")
+        cur.execute(f"SELECT MIN(c_customer_sk), MAX(c_customer_sk), COUNT(*) FROM {name}")
         low, high, count = cur.fetchone()
         n_delete = min(changes // 4, count // 4)
         n_insert = changes // 4
@@ -317,8 +326,8 @@ def make_burst(password: str, port: int, changes: int, step: int = 5000) -> Burs
             k = min(step, n_insert - done)
             src_lo = low + (done % max(count - n_delete - k, 1))
             cur.execute(
-                f"INSERT INTO {TABLE} (c_customer_sk, {cols}) SELECT c_customer_sk + %s, {cols} "
-                f"FROM {TABLE} WHERE c_customer_sk BETWEEN %s AND %s",
+                f"INSERT INTO {name} (c_customer_sk, {cols}) SELECT c_customer_sk + %s, {cols} "
+                f"FROM {name} WHERE c_customer_sk BETWEEN %s AND %s",
                 (high + done + 1 - src_lo, src_lo, src_lo + k - 1),
             )
             done += cur.rowcount
@@ -326,19 +335,22 @@ def make_burst(password: str, port: int, changes: int, step: int = 5000) -> Burs
             if cur.rowcount == 0:
                 raise RuntimeError("burst insert matched no rows")
         burst.inserts = done
-        # Deletes: the top n_delete original keys.
-        done = 0
-        while done < n_delete:
-            k = min(step, n_delete - done)
-            top = high - done
+        # Deletes: the top n_delete original keys (those there before the inserts; counted by
+        # rows, so keys an earlier burst deleted are skipped, not counted).
+        while burst.deletes < n_delete:
+            k = min(step, n_delete - burst.deletes)
             cur.execute(
-                f"DELETE FROM {TABLE} WHERE c_customer_sk BETWEEN %s AND %s", (top - k + 1, top)
+                f"DELETE FROM {name} WHERE c_customer_sk <= %s "
+                "ORDER BY c_customer_sk DESC LIMIT %s",
+                (high, k),
             )
-            done += k
+            if cur.rowcount == 0:
+                break
             burst.deletes += cur.rowcount
             burst.statements += 1
+        cur.execute(f"SELECT MAX(c_customer_sk) FROM {name} WHERE c_customer_sk <= %s", (high,))
         # Updates: sweep the surviving original keys, wrapping around if needed.
-        surviving_hi = high - n_delete
+        (surviving_hi,) = cur.fetchone()
         span = surviving_hi - low + 1
         done = round_ = 0
         while done < n_update:
@@ -347,7 +359,7 @@ def make_burst(password: str, port: int, changes: int, step: int = 5000) -> Burs
             b = min(a + k - 1, surviving_hi)
             round_ += 1
             cur.execute(
-                f"UPDATE {TABLE} SET c_birth_day = 1 + (c_birth_day + %s) %% 28, "
+                f"UPDATE {name} SET c_birth_day = 1 + (c_birth_day + %s) %% 28, "
                 "c_login = %s, c_current_addr_sk = COALESCE(c_current_addr_sk, 0) + 1 "
                 "WHERE c_customer_sk BETWEEN %s AND %s",
                 (round_, f"burst{round_:08d}", a, b),

@@ -94,6 +94,8 @@ class Monitor:
                 peaks = self.phase_peak_mb.setdefault(self._phase, {"driver": 0.0, "workers": 0.0})
                 peaks["driver"] = max(peaks["driver"], driver)
                 peaks["workers"] = max(peaks["workers"], rss["workers"])
+                for part in ("driver_python", "driver_jvm", "other"):  # the driver's split
+                    peaks[part] = max(peaks.get(part, 0.0), rss[part])
         return rss
 
     def cpu_totals(self) -> dict[str, float]:

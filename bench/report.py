@@ -20,6 +20,8 @@ _SYSTEMS = [
 def _fmt(value: Any, digits: int = 0) -> str:
     if value is None:
         return "–"
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, float | int):
         return f"{value:,.{digits}f}"
     return str(value)
@@ -72,6 +74,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"({_fmt(st.get('decode', {}).get('speedup'), 2)}×) |",
         "",
         *(_many_tables(r["many_tables"]) if r.get("many_tables") else []),
+        *(_backlog(r["backlog"]) if r.get("backlog") else []),
         "| memory (peak RSS) | MB |",
         "|---|---:|",
         f"| driver (Python + JVM) | {_fmt(m['driver_peak_mb'])} |",
@@ -327,10 +330,71 @@ def many_tables_markdown(r: dict[str, Any]) -> str:
 
 
 def write_many_tables(directory: Path, stamp: str, results: dict[str, Any]) -> list[Path]:
+    return write_alone(directory, stamp, results, many_tables_markdown(results))
+
+
+def write_alone(directory: Path, stamp: str, results: dict[str, Any], text: str) -> list[Path]:
+    """<stamp>.json and <stamp>.md (`text`) of a scenario run alone."""
     paths = [directory / f"{stamp}.json", directory / f"{stamp}.md"]
     paths[0].write_text(json.dumps(results, indent=2, default=str) + "\n")
-    paths[1].write_text(many_tables_markdown(results))
+    paths[1].write_text(text)
     return paths
+
+
+def _backlog(b: dict[str, Any]) -> list[str]:
+    """The backlog drain: bounded batches against one unbounded batch, same binlog range."""
+    bound, changes = b["max_bytes_per_batch"], b.get("max_changes_per_batch")
+    bounded = f"max_bytes_per_batch {bound / 2**20:g} MiB" if bound else "no byte bound"
+    if changes:
+        bounded += f", max_changes_per_batch {changes:,}"
+
+    def row(label: str, key: str, digits: int = 0, unit: str = "") -> str:
+        return (
+            f"| {label} | {_fmt(b.get(key), digits)}{unit} | "
+            f"{_fmt(b.get(f'unbounded_{key}'), digits)}{unit} |"
+        )
+
+    def batches(prefix: str) -> str:
+        sizes = b.get(f"{prefix}batch_changes") or []
+        return ", ".join(f"{n:,}" for n in sizes)
+
+    return [
+        f"| backlog drain: {b['changes']:,} changes made while the stream was stopped "
+        f"({b['binlog_bytes'] / 2**20:,.1f} MiB of binlog, {b['table_rows']:,}-row table) "
+        f"| {bounded} | both null: one batch |",
+        "|---|---:|---:|",
+        row("drain (available-now), s", "drain_s", 2),
+        row("changes/s", "changes_s"),
+        row("batches (event log)", "batches"),
+        f"| changes per batch | {batches('')} | {batches('unbounded_')} |",
+        row("peak driver RSS (Python + JVM), MB", "peak_driver_mb"),
+        row("↳ peak of its JVM alone, MB", "peak_driver_jvm_mb"),
+        row("↳ peak of its Python alone, MB", "peak_driver_python_mb"),
+        row("driver RSS at the drain's start, MB", "start_driver_mb"),
+        row("peak Python workers RSS (sum), MB", "peak_workers_mb"),
+        row("silver matches source", "silver_matches_source"),
+        "",
+        f"The drains ran in one process, in this order: {', '.join(b.get('order') or [])} (the "
+        "JVM keeps much of the heap an earlier drain grew: compare each peak with its start).",
+        "",
+    ]
+
+
+def backlog_markdown(r: dict[str, Any]) -> str:
+    mc = r["machine"]
+    lines = [
+        f"# binlake benchmark {r['date']}: backlog drain",
+        "",
+        f"{mc['cores']} cores, {mc['ram_gb']} GB, {mc['cpu_model']}; MariaDB "
+        f"{mc['mariadb_version']}; Spark {mc['spark_version']} local[2]; load average "
+        f"{mc['loadavg_at_start']} → {mc['loadavg_at_end']}.",
+        "",
+        *_backlog(r["backlog"]),
+        "| phase | wall s | machine busy CPU s | JVM CPU s | driver Python CPU s | workers CPU s | mariadbd CPU s |",  # noqa: E501
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *_cpu_rows(r),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _readers(s: dict[str, Any]) -> list[str]:

@@ -1,15 +1,17 @@
 """`make bench` / `python -m bench.run`: binlake's snapshot and stream throughput, measured in
 one run on one data set against two baselines (the C client and Spark's JDBC reader), plus
 end-to-end latency, the stream's MERGE floor, many small tables against one table of the same
-rows, peak memory and Python-side profiles. See bench/README.md.
+rows, a backlog drained in bounded batches against one batch, peak memory and Python-side
+profiles. See bench/README.md.
 
 Environment: BENCH_ROWS (1,000,000), BENCH_REPS (3), BENCH_CHUNK_SIZE (8096),
 BENCH_CHUNKS_PER_COMMIT (0 = binlake's default, 4 × parallelism), BENCH_BURST (200,000 row
 changes), BENCH_UPDATE_RATE (500/s), BENCH_LATENCY_MARKERS (30), BENCH_PROFILE_CHUNKS (8),
 BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TABLES (200; 0 skips the many-tables
 scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_ROWS (2),
-BENCH_ONLY (stream | many_tables), BENCH_TAG (suffix of the result files),
-BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from `scripts/db.sh env`).
+BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
+(= BENCH_BACKLOG), BENCH_ONLY (stream | many_tables | backlog), BENCH_TAG (suffix of the result
+files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from `scripts/db.sh env`).
 """
 
 from __future__ import annotations
@@ -115,7 +117,10 @@ class Bench:
         job: str = "bench",
         database: str = "bench",
         tables: list[str] | None = None,
+        stream: dict[str, Any] | None = None,
     ):
+        """The bench's binlake config; `stream`: settings of its `stream` section besides the
+        job name and trigger."""
         from binlake.config import parse_config
 
         return parse_config(
@@ -135,7 +140,7 @@ class Bench:
                     "chunks_per_commit": self.chunks_per_commit,
                 },
                 "lake": {"root": str(root)},
-                "stream": {"job_name": job, "trigger_interval": "5s"},
+                "stream": {"job_name": job, "trigger_interval": "5s", **(stream or {})},
             }
         )
 
@@ -356,9 +361,19 @@ def profiled_catch_up(spark, config, monitor, phase: str) -> CatchUp:
     return CatchUp(summary, seconds, timer.result(), progress.progress, capture)
 
 
+def create_silver(spark, config, monitor, phase: str) -> float:
+    """Silver created from bronze: the first `jobs.stream(available_now=True)` after a
+    snapshot, with nothing to catch up. Returns its seconds."""
+    from binlake import jobs
+
+    with monitor.phase(phase):
+        started = time.monotonic()
+        jobs.stream(spark, config, available_now=True)
+        return time.monotonic() - started
+
+
 def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     from bench.data import make_burst, table_fingerprint
-    from binlake import jobs
     from binlake.silver import silver_table
     from binlake.source import connection
     from binlake.validation import validate
@@ -366,10 +381,7 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
     say("stream: creating silver from bronze (available-now run with nothing to catch up)")
-    with monitor.phase("stream_init"):
-        started = time.monotonic()
-        jobs.stream(spark, config, available_now=True)
-        init_s = time.monotonic() - started
+    init_s = create_silver(spark, config, monitor, "stream_init")
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
     silver_before = latest_version(spark, silver_table(config, table))
@@ -683,6 +695,183 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         f"(polled p50 {result['latency_polled_p50_s']} s), {missing} markers missing"
     )
     return result
+
+
+# --------------------------------------------------------------------------- backlog
+
+#: The backlog scenario's table (customer-shaped) in database `bench`.
+BACKLOG_TABLE = "backlog"
+
+
+def backlog_drain(bench: Bench, spark, monitor) -> dict[str, Any]:
+    """A stream started after a long pause (a weekend): `BENCH_BACKLOG` row changes made to
+    `bench.backlog` while its stream was stopped, then drained by one
+    `jobs.stream(available_now=True)` under binlake's default `stream.max_bytes_per_batch`
+    (`BENCH_BACKLOG_MAX_BYTES` to set another; a series of bounded batches), and, from the same
+    starting point, with `max_bytes_per_batch: None` (one unbounded batch). The two lake roots
+    (own job names) are made the same way before the backlog is written (snapshot, silver, then
+    a warm-up drained by both), so both drains read the same binlog range. The bounded drain
+    runs first: the JVM keeps much of the heap it has grown, so the drains' starting RSS is in
+    the result beside their peaks."""
+    from bench.data import create_and_load, drop_table, make_burst, table_fingerprint
+    from binlake import jobs
+    from binlake.offsets import bytes_behind
+    from binlake.snapshot import with_resolved_password
+    from binlake.source import binlog_sizes, connection
+
+    changes = env_int("BENCH_BACKLOG", 1_000_000)
+    rows = env_int("BENCH_BACKLOG_ROWS", changes)
+    password = bench.password or ""
+    say(f"backlog: loading bench.{BACKLOG_TABLE} ({rows:,} rows)")
+    with monitor.phase("backlog_load"):
+        create_and_load(password, bench.port, rows, BACKLOG_TABLE)
+    bound = env_int("BENCH_BACKLOG_MAX_BYTES", 0)  # 0: binlake's default bound
+    roots = {"": bench.fresh_root("backlog"), "unbounded_": bench.fresh_root("backlog-unbounded")}
+    configs = {
+        "": bench.config(
+            roots[""], 2, job="bench_backlog", tables=[BACKLOG_TABLE],
+            stream={"max_bytes_per_batch": bound} if bound else None,
+        ),
+        "unbounded_": bench.config(
+            roots["unbounded_"], 2, job="bench_backlog_unbounded", tables=[BACKLOG_TABLE],
+            stream={"max_bytes_per_batch": None, "max_changes_per_batch": None},
+        ),
+    }  # fmt: skip
+    result: dict[str, Any] = {"table_rows": rows}
+    for prefix, config in configs.items():
+        with monitor.phase("backlog_snapshot"):
+            started = time.monotonic()
+            snapshot = jobs.snapshot(spark, config)
+            result[f"{prefix}snapshot_s"] = round(time.monotonic() - started, 2)
+        if snapshot.rows != rows:
+            raise RuntimeError(f"the backlog snapshot read {snapshot.rows} rows, expected {rows}")
+        init_s = create_silver(spark, config, monitor, "backlog_silver_init")
+        result[f"{prefix}silver_init_s"] = round(init_s, 2)
+        say(
+            f"backlog: lake {config.stream.job_name}: snapshot "
+            f"{result[f'{prefix}snapshot_s']} s, silver in {init_s:.1f} s"
+        )
+
+    warmup = env_int("BENCH_BACKLOG_WARMUP", max(changes // 10, 2000))
+    if warmup:  # both lakes' first data-carrying batches (JIT, the JVM's heap), not measured
+        say(f"backlog: warm-up, {warmup:,} changes drained by both lakes")
+        make_burst(password, bench.port, warmup, table=BACKLOG_TABLE)
+        for config in configs.values():
+            profiled_catch_up(spark, config, monitor, "backlog_warmup")
+    say(f"backlog: stream stopped; making {changes:,} row changes")
+    start = current_offset(bench)
+    with monitor.phase("backlog_write"):
+        burst = make_burst(password, bench.port, changes, table=BACKLOG_TABLE)
+    end = current_offset(bench)
+    with connection(with_resolved_password(configs[""].source)) as conn:
+        binlog_bytes = bytes_behind(start, end, binlog_sizes(conn))
+    source_fp = table_fingerprint(password, bench.port, BACKLOG_TABLE)
+    say(
+        f"backlog: {burst.changes:,} changes ({burst.inserts:,} inserts, {burst.updates:,} "
+        f"updates, {burst.deletes:,} deletes) in {burst.statements} statements, "
+        f"{burst.seconds:.1f} s; {binlog_bytes / 2**20:,.1f} MiB of binlog {start} -> {end}"
+    )
+    result.update(
+        {
+            "changes": burst.changes,
+            "binlog_bytes": binlog_bytes,
+            "max_bytes_per_batch": configs[""].stream.max_bytes_per_batch,
+            # binlake's other bound, where it exists: left at its default in both drains
+            "max_changes_per_batch": configs[""].stream.max_changes_per_batch,
+            "warmup_changes": warmup,
+            "write": {
+                "inserts": burst.inserts,
+                "updates": burst.updates,
+                "deletes": burst.deletes,
+                "statements": burst.statements,
+                "make_s": round(burst.seconds, 2),
+            },
+            "binlog_range": [start.to_dict(), end.to_dict()],
+        }
+    )
+    order = list(configs.items())
+    if os.environ.get("BENCH_BACKLOG_UNBOUNDED_FIRST"):  # to see what the order does
+        order.reverse()
+    result["order"] = [config.stream.job_name for _, config in order]
+    for prefix, config in order:
+        result.update(_drain(spark, config, monitor, burst.changes, source_fp, prefix))
+    for root in roots.values():
+        shutil.rmtree(root, ignore_errors=True)
+    drop_table(password, bench.port, BACKLOG_TABLE)
+    result["memory_method"] = (
+        "peak RSS sampled every 0.25 s during the drain (bench.monitor): driver = this Python + "
+        "its JVM, workers = sum over pyspark.daemon and its forks; *start_* = RSS right before "
+        "the drain"
+    )
+    return result
+
+
+def _drain(spark, config, monitor, changes: int, source_fp, prefix: str) -> dict[str, Any]:
+    """One available-now drain of the backlog (`prefix`: "" bounded, "unbounded_"), its peak
+    memory, its batches (from binlake's event log) and the check of silver against the
+    source."""
+    from datetime import UTC, datetime
+
+    bound = config.stream.max_bytes_per_batch
+    label = f"max_bytes_per_batch {bound:,}" if bound else "unbounded"
+    phase = f"backlog_drain{'_' + prefix.rstrip('_') if prefix else ''}"
+    say(f"backlog: draining ({label})")
+    before = monitor.sample()
+    since = datetime.now(UTC)
+    catch_up = profiled_catch_up(spark, config, monitor, phase)
+    peaks = monitor.phase_peak_mb.get(phase, {})
+    batches = event_batches(spark, config, since)
+    applied = [b for b in batches if b["rows"]]
+    identical = silver_fingerprint(spark, config) == source_fp
+    seconds = catch_up.seconds
+    out = {
+        "drain_s": round(seconds, 2),
+        "changes_s": round(changes / seconds, 1),
+        "batches": len(applied),
+        "batches_progress": catch_up.summary.batches,
+        "input_rows": catch_up.summary.changes,
+        "batch_changes": [b["rows"] for b in applied],
+        "batch_s": [round(b["duration_s"], 2) for b in applied],
+        "peak_driver_mb": round(peaks.get("driver", 0.0), 1),
+        "peak_workers_mb": round(peaks.get("workers", 0.0), 1),
+        "peak_driver_python_mb": round(peaks.get("driver_python", 0.0), 1),
+        "peak_driver_jvm_mb": round(peaks.get("driver_jvm", 0.0), 1),
+        "peak_other_mb": round(peaks.get("other", 0.0), 1),
+        "start_driver_mb": round(before["driver_python"] + before["driver_jvm"], 1),
+        "start_driver_jvm_mb": round(before["driver_jvm"], 1),
+        "start_workers_mb": round(before["workers"], 1),
+        "silver_matches_source": identical,
+        "phases": catch_up.phases,
+    }
+    say(
+        f"backlog: drained {changes:,} changes ({label}) in {seconds:.1f} s = "
+        f"{changes / seconds:,.0f} changes/s, {len(applied)} batches "
+        f"({', '.join(f'{n:,}' for n in out['batch_changes'])}); peak RSS driver "
+        f"{out['peak_driver_mb']:,.0f} MB (from {out['start_driver_mb']:,.0f}), workers "
+        f"{out['peak_workers_mb']:,.0f} MB; silver {'matches' if identical else 'DIFFERS FROM'} "
+        "the source"
+    )
+    return {f"{prefix}{k}": v for k, v in out.items()}
+
+
+def event_batches(spark, config, since) -> list[dict[str, Any]]:
+    """The stream batches binlake's event log (`_system/events`) holds for `config`'s job since
+    `since` (a UTC datetime), oldest first: rows (changes), duration_s, lag_bytes."""
+    from pyspark.sql import functions as F
+
+    from binlake.events import event_table
+
+    return [
+        r.asDict()
+        for r in event_table(config)
+        .read(spark)
+        .where(F.col("kind") == "stream_batch")
+        .where(F.col("job") == config.stream.job_name)
+        .where(F.col("ts") >= F.lit(since))
+        .orderBy("ts")
+        .select("rows", "duration_s", "lag_bytes")
+        .collect()
+    ]
 
 
 # --------------------------------------------------------------------------- many tables
@@ -1021,8 +1210,8 @@ def main() -> int:
 
     bench = Bench()
     only = os.environ.get("BENCH_ONLY", "")
-    if only not in ("", "stream", "many_tables"):
-        sys.exit(f"BENCH_ONLY={only!r}: expected stream or many_tables")
+    if only not in ("", "stream", "many_tables", "backlog"):
+        sys.exit(f"BENCH_ONLY={only!r}: expected stream, many_tables or backlog")
     stamp = date.today().isoformat() + (
         f"-{os.environ['BENCH_TAG']}" if os.environ.get("BENCH_TAG") else ""
     )
@@ -1030,6 +1219,8 @@ def main() -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     if only == "many_tables":
         return main_many_tables(bench, f"many-tables-{stamp}")
+    if only == "backlog":
+        return main_backlog(bench, f"backlog-{stamp}")
     say(
         f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
         f"burst {bench.burst:,}, results bench/results/{stamp}.*"
@@ -1097,9 +1288,12 @@ def main() -> int:
         print("\n".join(report.targets_markdown(report.targets({"stream": stream}))), flush=True)
         return 0
     many = many_tables(bench, spark, monitor) if env_int("BENCH_TABLES", 200) > 0 else None
+    backlog = backlog_drain(bench, spark, monitor) if env_int("BENCH_BACKLOG", 1) > 0 else None
     results = summarise(bench, stamp, load_s, stream, monitor, info)
     if many is not None:
         results["many_tables"] = many
+    if backlog is not None:
+        results["backlog"] = backlog
     results["targets"] = report.targets(results)
     report.write(RESULTS, stamp, results, "")  # written now: a failing profile loses nothing
     if not os.environ.get("BENCH_SKIP_PROFILE"):
@@ -1146,27 +1340,48 @@ def main_many_tables(bench: Bench, stamp: str) -> int:
     """`BENCH_ONLY=many_tables`: the many-tables scenario alone (no customer table, no
     baselines, no stream burst), written to bench/results/many-tables-<date>[-tag].json/.md."""
     from bench import report
-    from bench.monitor import Monitor
 
     tables, per = env_int("BENCH_TABLES", 200), env_int("BENCH_TABLE_ROWS", 1000)
     say(f"many tables only: {tables} × {per:,} rows, results bench/results/{stamp}.*")
-    monitor = Monitor().start()
-    spark, info = start_spark(bench, monitor)
-    many = many_tables(bench, spark, monitor)
-    monitor.stop()
-    spark.stop()
-    info["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    results: dict[str, Any] = {
-        "date": stamp,
-        "many_tables": many,
-        "memory": memory(monitor),
-        "cpu_by_phase": monitor.phase_cpu,
-        "machine": info,
-    }
+    results = run_alone(bench, stamp, "many_tables", many_tables)
     results["targets"] = report.targets(results)
     for p in report.write_many_tables(RESULTS, stamp, results):
         say(f"wrote {p.relative_to(ROOT)}")
     print(report.many_tables_markdown(results), flush=True)
+    return 0
+
+
+def run_alone(bench: Bench, stamp: str, key: str, scenario: Any) -> dict[str, Any]:
+    """One scenario (`BENCH_ONLY`) in a Spark session of its own: its figures under `key`, the
+    memory and CPU of the run and the machine."""
+    from bench.monitor import Monitor
+
+    monitor = Monitor().start()
+    spark, info = start_spark(bench, monitor)
+    figures = scenario(bench, spark, monitor)
+    monitor.stop()
+    spark.stop()
+    info["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return {
+        "date": stamp,
+        key: figures,
+        "memory": memory(monitor),
+        "cpu_by_phase": monitor.phase_cpu,
+        "machine": info,
+    }
+
+
+def main_backlog(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=backlog`: the backlog drain alone (no customer table, no baselines), written
+    to bench/results/backlog-<date>[-tag].json/.md."""
+    from bench import report
+
+    say(f"backlog only: {env_int('BENCH_BACKLOG', 1_000_000):,} changes, results "
+        f"bench/results/{stamp}.*")  # fmt: skip
+    results = run_alone(bench, stamp, "backlog", backlog_drain)
+    for p in report.write_alone(RESULTS, stamp, results, report.backlog_markdown(results)):
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(report.backlog_markdown(results), flush=True)
     return 0
 
 
