@@ -264,6 +264,24 @@ class SnapshotConfig(_Section):
         return max(4 * self.parallelism, -(-_ROWS_PER_COMMIT // self.chunk_size))
 
 
+class TableLayout(_Section):
+    """How a table's Delta tables are laid out (`lake.table_layout`)."""
+
+    #: Liquid clustering columns of its bronze and silver tables (source column names).
+    cluster_by: list[str] = Field(default_factory=list)
+    #: Table properties of its bronze, changelog and silver tables (`delta.*` ones are Delta's
+    #: and checked by it; others are kept as given, e.g. an owner tag).
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("properties", mode="before")
+    @classmethod
+    def _text_values(cls, value: Any) -> Any:
+        """YAML reads `true` and `30` as a boolean and a number; Delta keeps text."""
+        if isinstance(value, dict):
+            return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+        return value
+
+
 class LakeConfig(_Section):
     #: A local path, a `/Volumes/...` path or a URI (`file://`, `s3://`, `abfss://`, `dbfs:/`).
     root: str = "./lakehouse"
@@ -278,6 +296,19 @@ class LakeConfig(_Section):
     #: tables joined or reset, warnings, errors) in the event table: `_system/events`, or
     #: `<catalog>.<silver_schema>_<db>.binlake_events` with `catalog`.
     event_log: bool = True
+    #: Per table (a name or regex): liquid clustering columns and table properties, applied
+    #: when its tables are created and kept through re-snapshots and schema changes.
+    table_layout: dict[str, TableLayout] = Field(default_factory=dict)
+
+    @field_validator("table_layout", mode="before")
+    @classmethod
+    def _no_layout(cls, value: Any) -> Any:
+        """An empty job parameter (`--set lake.table_layout=`) is no layout."""
+        return {} if value in (None, "") else value
+
+    def layout_of(self, table: str) -> TableLayout | None:
+        """The layout of `table`'s Delta tables (its name); None: Delta's defaults."""
+        return next((v for p, v in self.table_layout.items() if table_matches(p, table)), None)
 
     @model_validator(mode="after")
     def _catalog_names(self) -> LakeConfig:

@@ -46,6 +46,7 @@ from binlake.silver_history import (
     join_snapshot,
     merge_changes,
 )
+from binlake.table_layout import apply_layout
 from binlake.typemap import exact_key, key_literal, spark_schema
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,18 @@ def ensure_silver(
     (`bronze_rows`, from the ledger) is sorted in one task instead: the same layout, without
     range partitioning's sampling job and shuffle.
     """
+    _ensure_silver(spark, config, table, from_bronze, replace, bronze_rows)
+    apply_layout(spark, config, table, silver_table(config, table), cluster=True)
+
+
+def _ensure_silver(
+    spark: SparkSession,
+    config: Config,
+    table: TableSchema,
+    from_bronze: bool,
+    replace: bool,
+    bronze_rows: int | None,
+) -> None:
     table = lake_view(config.source, table)
     silver = silver_table(config, table)
     exists = silver.exists(spark)
@@ -406,7 +419,8 @@ class TableApply:
             "_after",
         )
         spark = typed.sparkSession
-        if changelog.exists(spark):
+        existed = changelog.exists(spark)
+        if existed:
             held = (
                 changelog.read(spark)
                 .where(F.col(OFFSET_COLUMN).between(summary["offset_lo"], summary["offset_hi"]))
@@ -419,6 +433,8 @@ class TableApply:
             .option("mergeSchema", "true")
             .options(**column_mapping(self.columns.fieldNames()))
         )
+        if not existed:
+            apply_layout(spark, self.config, self.table, changelog, cluster=False)
 
     def _merge(self, typed: DataFrame, summary: Row) -> None:
         """The batch's last change per key, merged into silver unless silver holds a newer one

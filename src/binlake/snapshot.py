@@ -65,6 +65,7 @@ from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
 from binlake.snapshot_ddl import DdlWatch, FollowedTable, Resnapshot
 from binlake.source import bulk_driver, connection, current_offset
+from binlake.table_layout import apply_layout
 from binlake.table_rules import TableRules
 from binlake.validation import validate
 
@@ -217,6 +218,9 @@ def _snapshot_round(
             resnapshot = scheduler.run(work)
         finally:
             watch.close()
+    for table in tables:  # made now, or emptied by a reset (which drops its clustering)
+        if table.qualified not in resnapshot:
+            apply_layout(spark, config, table, bronze_table(config, table), cluster=True)
     chunks = {t.qualified: len(plans[t.qualified]) for t in tables}
     return _Round(chunks, progress.read, progress.rows, resnapshot)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import pymysql
 
 from binlake.binlog import check_binlog_dump
-from binlake.column_rules import check_column_rules
+from binlake.column_rules import check_column_rules, lake_view
 from binlake.config import Config, SourceConfig, table_matches
 from binlake.errors import ConfigError, SourceError
 from binlake.layout import DELETED_COLUMN, EVENTS_TABLE, HISTORY_COLUMNS
@@ -79,6 +79,8 @@ def validate(
     _check_table_keys("source.row_filters", config.source.row_filters, tables)
     _check_table_keys("source.column_rules", config.source.column_rules, tables)
     check_column_rules(config.source, tables)
+    _check_table_keys("lake.table_layout", config.lake.table_layout, tables)
+    _check_table_layout(config, tables)
     if any((r := config.source.column_rule_of(t.name)) and r.hash for t in tables):
         config.source.resolve_hash_salt()  # unset: refused now, not in a Spark task
     if server_id is None:
@@ -90,6 +92,24 @@ def validate(
         except SourceError as exc:
             raise SourceError(f"table {table.qualified}: {exc}") from None
     return tables
+
+
+def _check_table_layout(config: Config, tables: list[TableSchema]) -> None:
+    """Each layout clusters by columns its tables land (else the closest name): a column a
+    column rule excludes is not in the lake."""
+    for table in tables:
+        layout = config.lake.layout_of(table.name)
+        if layout is None:
+            continue
+        landed = list(lake_view(config.source, table).column_names)
+        for name in layout.cluster_by:
+            if name not in landed:
+                close = difflib.get_close_matches(name, landed, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(
+                    f"lake.table_layout of {table.qualified} clusters by {name!r}, which is not "
+                    f"a column its lake tables have{hint}"
+                )
 
 
 def _check_soft_delete_column(config: Config, tables: list[TableSchema]) -> None:

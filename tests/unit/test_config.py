@@ -496,3 +496,26 @@ def test_an_empty_history_tables_parameter_is_no_per_table_history(empty: Any) -
 def test_an_unknown_history_is_refused_with_the_choices() -> None:
     with pytest.raises(ConfigError, match=r"silver.history: .*'latest' or 'scd2'"):
         parse_config({"source": {"database": "shop"}, "silver": {"history": "scd3"}})
+
+
+def test_table_layout_properties_are_text_and_an_empty_parameter_is_no_layout() -> None:
+    """YAML reads `true` and `30` as a boolean and a number; Delta's properties are text."""
+    config = parse_config(
+        {
+            "source": {"database": "shop"},
+            "lake": {
+                "table_layout": {
+                    "orders_.*": {
+                        "cluster_by": ["customer_id"],
+                        "properties": {"delta.appendOnly": False, "delta.checkpointInterval": 30},
+                    }
+                }
+            },
+        }
+    )
+    layout = config.lake.layout_of("orders_07")
+    assert layout is not None and layout.cluster_by == ["customer_id"]
+    assert layout.properties == {"delta.appendOnly": "false", "delta.checkpointInterval": "30"}
+    assert config.lake.layout_of("customers") is None
+    empty = parse_config({"source": {"database": "shop"}, "lake": {"table_layout": ""}})
+    assert empty.lake.table_layout == {}

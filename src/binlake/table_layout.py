@@ -1,0 +1,69 @@
+"""Per-table Delta layout (`lake.table_layout`): liquid clustering columns and table properties.
+
+A layout is applied to a table's Delta tables after they exist, by `ALTER TABLE`, not by the
+writer that creates them: Delta's DataFrameWriter ignores `clusterBy` on a path table, and an
+overwrite (a reset's empty bronze, a silver rebuilt from bronze) keeps the properties but drops
+the clustering. So it is applied where those tables are made or replaced (a snapshot's end for
+bronze, silver's creation or check at each stream start, the changelog's first append), each
+time comparing what the table has (`DESCRIBE DETAIL`) with the config and changing only what
+differs; a table without a layout costs nothing. Clustering takes effect for data written (or
+`OPTIMIZE`d) after it is set.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from binlake.config import Config, TableLayout
+from binlake.errors import LakeError
+from binlake.lake import LakeTable, column_name
+from binlake.schema import TableSchema
+
+log = logging.getLogger(__name__)
+
+
+def apply_layout(
+    spark: SparkSession, config: Config, table: TableSchema, target: LakeTable, cluster: bool
+) -> None:
+    """Give `target` (one of `table`'s Delta tables) the layout of `table`: its properties,
+    and its clustering columns where `cluster` (the changelog holds its rows' values in
+    structs, so it takes the properties alone)."""
+    layout = config.lake.layout_of(table.name)
+    if layout is None or not target.exists(spark):
+        return
+    try:
+        _apply(spark, target, layout, cluster)
+    except PySparkException as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise LakeError(
+            f"lake.table_layout of {table.qualified}: {target} refused it ({first})"
+        ) from None
+
+
+def _apply(spark: SparkSession, target: LakeTable, layout: TableLayout, cluster: bool) -> None:
+    detail = spark.sql(f"DESCRIBE DETAIL {target.sql}").first()
+    assert detail is not None
+    has = dict(detail["properties"] or {})
+    changed = {k: v for k, v in layout.properties.items() if has.get(k) != v}
+    if changed:
+        pairs = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in changed.items())
+        spark.sql(f"ALTER TABLE {target.sql} SET TBLPROPERTIES ({pairs})")
+        log.info("%s: table properties %s set (lake.table_layout)", target, sorted(changed))
+    if not cluster or not layout.cluster_by:
+        return
+    columns = set(target.schema(spark).fieldNames())  # type: ignore[union-attr]
+    wanted = [c for c in layout.cluster_by if c in columns]
+    if missing := [c for c in layout.cluster_by if c not in columns]:
+        log.warning("%s has no column %s to cluster by any more", target, ", ".join(missing))
+    if wanted and list(detail["clusteringColumns"] or []) != wanted:
+        spark.sql(f"ALTER TABLE {target.sql} CLUSTER BY ({', '.join(map(column_name, wanted))})")
+        log.info("%s: clustered by %s (lake.table_layout)", target, ", ".join(wanted))
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal (table property names and values come from the config, not from
+    the source; still quoted, never spliced)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,104 @@
+"""`lake.table_layout`: a table's bronze and silver are clustered by its configured columns and
+all its Delta tables carry its properties, from their creation, through a reset (whose empty
+bronze and rebuilt silver are overwrites, which drop Delta's clustering) and a schema change,
+with writes racing; silver still equals the source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from binlake import jobs
+from binlake.column_rules import lake_view
+from binlake.errors import ConfigError
+from binlake.lake import bronze_table
+from binlake.silver import changelog_table, silver_table
+from binlake.snapshot import with_resolved_password
+from binlake.source import connection, load_schema
+
+from .items import (
+    Racer,
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+    seed_items,
+)
+
+pytestmark = pytest.mark.integration
+
+PROPERTIES = {"delta.logRetentionDuration": "interval 60 days", "binlake.owner": "sales"}
+LAYOUT = {"items": {"cluster_by": ["qty", "name"], "properties": PROPERTIES}}
+
+
+def _layouts(spark: Any, config: Any) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each of items' Delta tables: its clustering columns and the layout's properties it has."""
+    table = lake_view(config.source, _items(config))
+    found = {}
+    for kind, target in (
+        ("bronze", bronze_table(config, table)),
+        ("changelog", changelog_table(config, table)),
+        ("silver", silver_table(config, table)),
+    ):
+        detail = spark.sql(f"DESCRIBE DETAIL {target.sql}").first()
+        held = {k: v for k, v in detail["properties"].items() if k in PROPERTIES}
+        found[kind] = (list(detail["clusteringColumns"]), held)
+    return found
+
+
+EXPECTED = {
+    "bronze": (["qty", "name"], PROPERTIES),
+    "changelog": ([], PROPERTIES),
+    "silver": (["qty", "name"], PROPERTIES),
+}
+
+
+def test_clustering_and_properties_hold_through_a_reset_and_a_schema_change(
+    spark: Any,
+    db_env: dict[str, str],
+    database: str,
+    sql: Callable[..., Any],
+    make_config: Callable[..., Any],
+) -> None:
+    seed_items(sql, 300)
+    config = make_config(
+        snapshot={"chunk_size": 100}, stream={"schema_changes": "evolve"},
+        lake={"table_layout": LAYOUT},
+    )  # fmt: skip
+    with Racer(db_env, database):
+        jobs.snapshot(spark, config)
+        jobs.stream(spark, config, available_now=True)
+        assert _layouts(spark, config) == EXPECTED
+        jobs.snapshot(spark, config, ["items"], reset=True)
+        jobs.stream(spark, config, available_now=True)
+        assert _layouts(spark, config) == EXPECTED
+        sql("ALTER TABLE items ADD COLUMN shelf VARCHAR(20) DEFAULT 's1'")
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+    assert _layouts(spark, config) == EXPECTED
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_a_layout_naming_a_missing_column_or_table_is_refused_before_any_work(
+    spark: Any, sql: Callable[..., Any], make_config: Callable[..., Any]
+) -> None:
+    seed_items(sql, 10)
+    typo = make_config(lake={"table_layout": {"items": {"cluster_by": ["qtty"]}}})
+    with pytest.raises(ConfigError, match=r"clusters by 'qtty'.*did you mean 'qty'"):
+        jobs.snapshot(spark, typo)
+    excluded = make_config(
+        source={"column_rules": {"items": {"exclude": ["name"]}}},
+        lake={"table_layout": {"items": {"cluster_by": ["name"]}}},
+    )
+    with pytest.raises(ConfigError, match="clusters by 'name'"):
+        jobs.snapshot(spark, excluded)
+    nowhere = make_config(lake={"table_layout": {"itemz": {"cluster_by": ["qty"]}}})
+    with pytest.raises(ConfigError, match="itemz"):
+        jobs.snapshot(spark, nowhere)
+    assert not bronze_table(typo, _items(typo)).exists(spark)
+
+
+def _items(config: Any) -> Any:
+    with connection(with_resolved_password(config.source)) as conn:
+        return load_schema(conn, config.source.database, "items", {})
