@@ -35,6 +35,7 @@ from pymysqlreplication.row_event import (
 )
 from tenacity import Retrying
 
+from binlake.capture import Capture, split_qualified
 from binlake.changes import Op, Row, RowChange
 from binlake.column_rules import ruled_rename
 from binlake.config import SourceConfig
@@ -62,7 +63,6 @@ from binlake.source import (
     Connection,
     binlog_files,
     binlog_sizes,
-    captured_by,
     connection,
     current_offset,
     tls_options,
@@ -188,13 +188,12 @@ class BatchBudget:
     """How much one stream batch reads: binlog bytes and row changes of the captured tables
     (`stream.max_bytes_per_batch`, `stream.max_changes_per_batch`; None: no bound)."""
 
+    capture: Capture  # whose row changes count
     max_bytes: int | None = None
     max_changes: int | None = None
-    database: str = ""
-    patterns: tuple[str, ...] | None = None  # source.tables: whose row changes count
 
     def counts(self, schema: str, table: str) -> bool:
-        return schema == self.database and captured_by(table, _listed(self.patterns))
+        return self.capture.captures(schema, table)
 
     def exceeded(self, size: int, changes: int) -> bool:
         return (self.max_bytes is not None and size > self.max_bytes) or (
@@ -205,10 +204,6 @@ class BatchBudget:
         return (self.max_bytes is not None and size >= self.max_bytes) or (
             self.max_changes is not None and changes >= self.max_changes
         )
-
-
-def _listed(patterns: tuple[str, ...] | None) -> list[str] | None:
-    return None if patterns is None else list(patterns)
 
 
 def bounded_end(
@@ -315,7 +310,7 @@ def _transactions(
     events = _TRANSACTION_STARTS if counting is None else [*_TRANSACTION_STARTS, *_ROW_EVENTS]
     stream = _open(
         source, server_id, start, only_events=events, filter_non_implemented_events=False,
-        only_schemas=None if counting is None else [counting.database],
+        only_schemas=None if counting is None else counting.capture.schemas,
     )  # fmt: skip
     gtid, changes = start.gtid, 0
     widths: dict[int, tuple[Any, tuple[int, ...]]] = {}  # table id: (its table map, widths)
@@ -544,11 +539,11 @@ class _Reader:
         self.tracker = tracker
         self.floors = floors or {}
         if tracker is not None:
-            self.database = tracker.database
             tables = list(tracker.captured().values())
+            self.schemas = tracker.capture.schemas
         else:
-            self.database = tables[0].database
-        self.decoders = {t.name: _TableDecoder(t) for t in tables}
+            self.schemas = sorted({t.database for t in tables})
+        self.decoders = {(t.database, t.name): _TableDecoder(t) for t in tables}
         self.reached = start  # the end of the last event read: where a retry resumes
         self.table_map: dict[int, Any] = {}
         self.done = False
@@ -561,9 +556,9 @@ class _Reader:
             self.reached,
             blocking=blocking,
             only_events=_FOLLOW_EVENTS if following else _READ_EVENTS,
-            only_schemas=[self.database],
+            only_schemas=self.schemas,
             # A schema-following read meets tables created later: it filters rows itself.
-            only_tables=None if following else sorted(self.decoders),
+            only_tables=None if following else sorted({t for _, t in self.decoders}),
             filter_non_implemented_events=False,
         )
         stream.table_map = self.table_map
@@ -601,7 +596,7 @@ class _Reader:
             if floor is None or offset > floor:
                 raise _statement_dml(table, offset, event.query)
         for change in self.tracker.on_statement(event.query, default, offset):
-            name = change.table.split(".", 1)[1]
+            name = split_qualified(change.table)
             old = self.decoders.pop(name, None)
             if change.after is not None:
                 self.decoders[name] = _TableDecoder(change.after, old.known if old else None)
@@ -613,8 +608,8 @@ class _Reader:
                 yield replace(change, ts=float(event.timestamp))
 
     def _changes(self, event: RowsEvent, offset: BinlogOffset) -> Iterator[RowChange]:
-        decoder = self.decoders.get(event.table)
-        if offset <= self.start or event.schema != self.database or decoder is None:
+        decoder = self.decoders.get((event.schema, event.table))
+        if offset <= self.start or decoder is None:
             return
         floor = self.floors.get(decoder.table.qualified)
         if floor is not None and offset <= floor:

@@ -43,7 +43,7 @@ Value = Callable[[Any], Any]
 def lake_view(source: SourceConfig, table: TableSchema) -> TableSchema:
     """`table` as the lake holds it: without its excluded columns, its hashed and masked ones
     as text. Idempotent: the view of a view is itself."""
-    rule = source.column_rule_of(table.name)
+    rule = source.column_rule_of(table.qualified)
     if rule is None:
         return table
     columns = tuple(
@@ -98,7 +98,7 @@ class Projection:
 
 def projection(source: SourceConfig, table: TableSchema) -> Projection:
     """How rows of `table` (as the source holds them) land under its rules."""
-    rule = source.column_rule_of(table.name)
+    rule = source.column_rule_of(table.qualified)
     if rule is None:
         n = len(table.columns)
         return Projection(n, tuple(range(n)), (None,) * n)
@@ -141,7 +141,7 @@ def check_column_rules(source: SourceConfig, tables: list[TableSchema]) -> None:
     import difflib
 
     for table in tables:
-        rule = source.column_rule_of(table.name)
+        rule = source.column_rule_of(table.qualified)
         if rule is None:
             continue
         by_name = {c.name.lower(): c for c in table.columns}
@@ -198,7 +198,7 @@ def ruled_rename(source: SourceConfig, change: SchemaChange) -> str | None:
     """Why the stream must stop before `change`: it renames a column a rule names, whose values
     would land raw under the new name (None: it does not)."""
     before, after = change.before, change.after
-    rule = None if before is None else source.column_rule_of(before.name)
+    rule = None if before is None else source.column_rule_of(before.qualified)
     if rule is None or before is None or after is None:
         return None
     ruled = _lower(rule.ruled())

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from binlake.capture import Capture, table_matches
 from binlake.errors import ConfigError
 
 _ROWS_PER_COMMIT = 1_000_000
@@ -67,17 +68,21 @@ class SourceConfig(_Section):
     #: A Databricks secret `<scope>/<key>` holding the password, read through the workspace's
     #: API (for serverless jobs, which take no environment variables). Wins over `password_env`.
     password_secret: str | None = None
-    database: str
-    #: Table names or regular expressions (fully matched); omitted = every base table.
+    #: The database whose tables are captured. Unset: `tables` names `db.table`s of any
+    #: database (names or regexes matching all of `db.table`), read by one binlog reader.
+    database: str | None = None
+    #: Table names or regular expressions (fully matched); omitted = every base table of
+    #: `database`. Without `database`: `db.table` names or regexes (`shop_[0-9]+\.orders`).
     tables: list[str] | None = None
-    #: Per table (name or fully-matched regex): columns left out, hashed or masked before
+    #: Per table (name, `db.table` or a fully-matching regex of either): columns left out,
+    #: hashed or masked before
     #: anything is written (`{customers: {hash: [email], exclude: [notes]}}`).
     column_rules: dict[str, ColumnRule] = Field(default_factory=dict)
     #: The environment variable holding the salt of hashed columns (never in the config).
     hash_salt_env: str | None = "BINLAKE_HASH_SALT"
     #: A Databricks secret `<scope>/<key>` holding the salt instead (serverless jobs).
     hash_salt_secret: str | None = None
-    #: Per table (name or fully-matched regex): a Spark SQL predicate on the table's columns;
+    #: Per table (name, `db.table` or a regex of either): a Spark SQL predicate on its columns;
     #: only rows it holds land (bronze, the changelog, silver), `{orders: "status <> 'test'"}`.
     row_filters: dict[str, str] = Field(default_factory=dict)
     #: Replica server ids for binlog connections: the snapshot uses one per parallel reader,
@@ -109,8 +114,22 @@ class SourceConfig(_Section):
         """An empty job parameter (`--set source.column_rules=`) is no rule."""
         return {} if value in (None, "") else value
 
+    @property
+    def capture(self) -> Capture:
+        """The tables this config captures."""
+        return Capture(self.database, None if self.tables is None else tuple(self.tables))
+
+    @model_validator(mode="after")
+    def _something_captured(self) -> SourceConfig:
+        if self.database is None and not self.tables:
+            raise ValueError(
+                "source.database is required, unless source.tables lists the db.table names or "
+                "patterns to capture over several databases (e.g. shop_[0-9]+\\.orders)"
+            )
+        return self
+
     def column_rule_of(self, table: str) -> ColumnRule | None:
-        """The column rules of `table` (its name); None: every column lands as it is."""
+        """The column rules of `table` ("db.table"); None: every column lands as it is."""
         return next((r for p, r in self.column_rules.items() if table_matches(p, table)), None)
 
     def resolve_hash_salt(self) -> str:
@@ -147,7 +166,7 @@ class SourceConfig(_Section):
         return {} if value in (None, "") else value
 
     def row_filter_of(self, table: str) -> str | None:
-        """The predicate rows of `table` (its name) must hold to land; None: every row."""
+        """The predicate rows of `table` ("db.table") must hold to land; None: every row."""
         return next((f for p, f in self.row_filters.items() if table_matches(p, table)), None)
 
     @field_validator("tables", mode="before")
@@ -296,8 +315,9 @@ class LakeConfig(_Section):
     #: tables joined or reset, warnings, errors) in the event table: `_system/events`, or
     #: `<catalog>.<silver_schema>_<db>.binlake_events` with `catalog`.
     event_log: bool = True
-    #: Per table (a name or regex): liquid clustering columns and table properties, applied
-    #: when its tables are created and kept through re-snapshots and schema changes.
+    #: Per table (name, `db.table` or a regex of either): liquid clustering columns and table
+    #: properties, applied when its tables are created and kept through re-snapshots and
+    #: schema changes.
     table_layout: dict[str, TableLayout] = Field(default_factory=dict)
 
     @field_validator("table_layout", mode="before")
@@ -307,7 +327,7 @@ class LakeConfig(_Section):
         return {} if value in (None, "") else value
 
     def layout_of(self, table: str) -> TableLayout | None:
-        """The layout of `table`'s Delta tables (its name); None: Delta's defaults."""
+        """The layout of `table`'s Delta tables ("db.table"); None: Delta's defaults."""
         return next((v for p, v in self.table_layout.items() if table_matches(p, table)), None)
 
     @model_validator(mode="after")
@@ -341,7 +361,7 @@ class LakeConfig(_Section):
         problem = self.name_problem(name)
         if problem:
             raise ConfigError(
-                f"lake.catalog is set, and source.database {database!r} makes the schema name "
+                f"lake.catalog is set, and the source database {database!r} makes the schema name "
                 f"{name!r}, which cannot name a catalog object: it {problem}"
             )
         return name
@@ -463,7 +483,7 @@ class SilverConfig(_Section):
     #: commit times) and `_is_current`, ordered by binlog position; a deleted row is kept as
     #: its ended last version, so `deletes` concerns the tables of latest rows only.
     history: SilverHistory = "latest"
-    #: Per-table `history`, by table name or fully-matched regular expression (wins over
+    #: Per-table `history`, by table name, `db.table` or a regex of either (wins over
     #: `history`): `{customers: scd2}`.
     history_tables: dict[str, SilverHistory] = Field(default_factory=dict)
 
@@ -474,22 +494,11 @@ class SilverConfig(_Section):
         return {} if value in (None, "") else value
 
     def history_of(self, table: str) -> SilverHistory:
-        """The history kept for `table` (a table name, without its database)."""
+        """The history kept for `table` ("db.table")."""
         for pattern, history in self.history_tables.items():
             if table_matches(pattern, table):
                 return history
         return self.history
-
-
-def table_matches(pattern: str, name: str) -> bool:
-    """Whether a table name or fully-matched regular expression of a per-table key names the
-    table `name`."""
-    if name == pattern:
-        return True
-    try:
-        return re.fullmatch(pattern, name) is not None
-    except re.error:
-        return False
 
 
 class Config(_Section):

@@ -32,7 +32,7 @@ from pyspark.sql import types as T
 
 from binlake.config import Config
 from binlake.errors import BinlakeError
-from binlake.lake import LakeTable, PathTable, lake_table
+from binlake.lake import CatalogTable, LakeTable, PathTable, events_schema
 from binlake.layout import EVENTS_TABLE, events_path
 from binlake.offsets import BinlogOffset
 
@@ -107,7 +107,7 @@ def event(
 def event_table(config: Config) -> LakeTable:
     if config.lake.catalog is None:
         return PathTable(events_path(config))
-    return lake_table(config.lake, "silver", config.source.database, EVENTS_TABLE)
+    return CatalogTable(config.lake.catalog, events_schema(config), EVENTS_TABLE)
 
 
 def event_row(job: str, record: logging.LogRecord) -> tuple[Any, ...]:

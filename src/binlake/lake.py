@@ -263,18 +263,30 @@ def bronze_schema(table: TableSchema) -> T.StructType:
     return T.StructType(spark_schema(table).fields + BRONZE_COLUMNS.fields)
 
 
-def create_schemas(spark: SparkSession, lake: LakeConfig, database: str) -> None:
-    """With `lake.catalog`, `database`'s bronze and silver schemas unless they exist (managed
-    by the catalog: no location); nothing to create for path tables. An existing schema is not
-    created again, so a job whose schemas were made for it (the bundle's) needs no CREATE SCHEMA
-    on the catalog."""
+def create_schemas(spark: SparkSession, config: Config, databases: Iterable[str]) -> None:
+    """With `lake.catalog`, the bronze and silver schemas of `databases` (and the event log's)
+    unless they exist (managed by the catalog: no location); nothing to create for path tables.
+    An existing schema is not created again, so a job whose schemas were made for it (the
+    bundle's) needs no CREATE SCHEMA on the catalog."""
+    lake = config.lake
     if lake.catalog is None:
         return
     layers: tuple[Layer, ...] = ("bronze", "silver")
-    for layer in layers:
-        name = f"{column_name(lake.catalog)}.{column_name(lake.catalog_schema(layer, database))}"
+    schemas = {lake.catalog_schema(layer, d) for d in databases for layer in layers}
+    if lake.event_log:
+        schemas.add(events_schema(config))
+    for schema in sorted(schemas):
+        name = f"{column_name(lake.catalog)}.{column_name(schema)}"
         if not spark.catalog.databaseExists(name):
             spark.sql(f"CREATE SCHEMA IF NOT EXISTS {name}")
+
+
+def events_schema(config: Config) -> str:
+    """The catalog schema of the event log: `source.database`'s silver schema, or with several
+    databases `lake.silver_schema` itself."""
+    database = config.source.database
+    lake = config.lake
+    return lake.silver_schema if database is None else lake.catalog_schema("silver", database)
 
 
 def column_name(name: str) -> str:

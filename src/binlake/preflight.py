@@ -50,9 +50,10 @@ def check_reachable(source: SourceConfig) -> None:
 
 def check_lake(config: Config) -> None:
     """The lake root is writable, and with `lake.catalog` the schemas' names (which hold
-    `source.database`) are ones a catalog can hold."""
+    `source.database`) are ones a catalog can hold (with several databases, the tables'
+    databases are known only once the source is read: `catalog_schema` refuses one then)."""
     check_lake_writable(config.lake)
-    if config.lake.catalog is not None:
+    if config.lake.catalog is not None and config.source.database is not None:
         config.lake.catalog_schema("bronze", config.source.database)
         config.lake.catalog_schema("silver", config.source.database)
 

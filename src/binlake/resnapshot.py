@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from binlake.capture import split_qualified
 from binlake.config import Config
 from binlake.errors import LeaseError
 from binlake.events import event
@@ -53,7 +54,10 @@ class Resnapshots:
         """The job's tables whose reset is pending ("db.table")."""
         if self.config.stream.on_unfollowable_ddl != "resnapshot":
             return []
-        pending = PendingResets(self.files, self.config).of_database(self.config.source.database)
+        resets = PendingResets(self.files, self.config)
+        pending = {
+            t for d in {split_qualified(t)[0] for t in self.tables} for t in resets.of_database(d)
+        }
         return [t for t in self.tables if t in pending]
 
     def poll(self) -> None:

@@ -65,7 +65,7 @@ def check_row_filters(spark: SparkSession, config: Config, tables: list[TableSch
     """Refuse a predicate Spark cannot evaluate on its table's columns (a misspelt column, a
     syntax error, a value of the wrong kind), before any work."""
     for table in tables:
-        predicate = config.source.row_filter_of(table.name)
+        predicate = config.source.row_filter_of(table.qualified)
         if predicate is None:
             continue
         try:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from binlake.capture import Capture, qualified, split_qualified
 from binlake.ddl import Ddl, TableRef, dml_tables, parse_ddl, short_statement
 from binlake.ddl_schema import Charsets, schema_after_alter
 from binlake.errors import SchemaChangeError, SourceError
@@ -30,8 +31,10 @@ from binlake.lake_files import LakeFiles, VersionedText, join
 from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
 from binlake.shadow_tables import is_incoming_shadow_of, is_shadow_of
-from binlake.source import captured_by
 from binlake.typemap import map_table
+
+#: A table as (database, name).
+TableId = tuple[str, str]
 
 if TYPE_CHECKING:
     from binlake.schema_source import LoggedStatement
@@ -228,14 +231,12 @@ class SchemaTracker:
 
     def __init__(
         self,
-        database: str,
-        patterns: list[str] | None,
+        capture: Capture,
         in_force: dict[str, SchemaEntry],
         recorded: Callable[[str, BinlogOffset], SchemaEntry | None],
         source: SchemaSource,
     ) -> None:
-        self.database = database
-        self.patterns = patterns
+        self.capture = capture
         self.entries = dict(in_force)
         self._recorded = recorded
         self._source = source
@@ -254,8 +255,8 @@ class SchemaTracker:
         if ddl is None:
             return
         yield from self._on_shadow(ddl, statement, default_database, offset)
-        for name, kind in self._affected(ddl, default_database):
-            table = f"{self.database}.{name}"
+        for (database, name), kind in self._affected(ddl, default_database):
+            table = qualified(database, name)
             entry = self.entries.get(table)
             if entry is not None and offset <= entry.offset:
                 continue  # the entry was read after this statement: it is reflected already
@@ -264,9 +265,9 @@ class SchemaTracker:
             before = _before(kind, entry)
             if kind == "swap" and before is None:
                 kind = "rename"  # a shadow onto a table binlake did not hold: rows it lacks
-            if not self._follows(name, kind, before):
+            if not self._follows(database, name, kind, before):
                 continue
-            after = self._schema_after(table, name, kind, offset, before, statement)
+            after = self._schema_after(table, kind, offset, before, statement)
             if before is None and after is None:
                 continue
             shadow = entry.shadow if entry and kind in ("park", "swap") else ()
@@ -285,7 +286,7 @@ class SchemaTracker:
             database, name = ref.qualified(default_database)
             for table, entry in list(self.entries.items()):
                 held = entry.schema
-                if database != self.database or held is None or offset <= entry.offset:
+                if held is None or database != held.database or offset <= entry.offset:
                     continue
                 shadow = (*entry.shadow, statement) if ddl.kind == "alter" else ()
                 if not is_incoming_shadow_of(name, held.name) or shadow == entry.shadow:
@@ -294,11 +295,11 @@ class SchemaTracker:
                 self.entries[table] = change.entry()
                 yield change
 
-    def _follows(self, name: str, kind: str, before: TableSchema | None) -> bool:
+    def _follows(self, database: str, name: str, kind: str, before: TableSchema | None) -> bool:
         """A DDL concerns a captured table, or brings in a table (created or renamed to a name)
         that `source.tables` matches."""
         if kind in ("create", "rename"):
-            return captured_by(name, self.patterns)
+            return self.capture.captures(database, name)
         return before is not None
 
     def changed_by_dml(self, statement: str, default_database: str) -> list[str]:
@@ -307,17 +308,19 @@ class SchemaTracker:
         held = []
         for ref in dml_tables(statement) or ():
             database, name = ref.qualified(default_database)
-            entry = self.entries.get(f"{database}.{name}")
-            if database == self.database and entry is not None and entry.schema is not None:
-                held.append(f"{database}.{name}")
+            entry = self.entries.get(qualified(database, name))
+            if entry is not None and entry.schema is not None:
+                held.append(qualified(database, name))
         return held
 
-    def _affected(self, ddl: Ddl, default_database: str) -> Iterator[tuple[str, str]]:
-        """(table name, kind) for each table of the captured database the statement touches."""
+    def _affected(self, ddl: Ddl, default_database: str) -> Iterator[tuple[TableId, str]]:
+        """((database, table), kind) for each table of a captured database the statement
+        touches."""
 
-        def mine(ref: TableRef) -> str | None:
+        def mine(ref: TableRef) -> TableId | None:
             database, name = ref.qualified(default_database)
-            return name if database == self.database else None
+            wanted = self.capture.database
+            return (database, name) if wanted is None or database == wanted else None
 
         kind = "unfollowable" if ddl.removes_rows else ddl.kind
         for ref in ddl.tables:
@@ -328,7 +331,6 @@ class SchemaTracker:
     def _schema_after(
         self,
         table: str,
-        name: str,
         kind: str,
         offset: BinlogOffset,
         before: TableSchema | None,
@@ -342,18 +344,19 @@ class SchemaTracker:
         recorded = self._recorded(table, offset)
         if recorded is not None and recorded.offset == offset:
             return recorded.schema
+        database, name = split_qualified(table)
         try:
-            now = self._source.read(self.database, name)
+            now = self._source.read(database, name)
         except SourceError as exc:
             raise SourceError(f"{table} changed at {offset}, uncapturable: {exc}") from None
         if before is None or kind not in ("alter", "truncate", "unfollowable"):
             return now  # a table new to binlake, or a swap: the server's schema (see the README)
-        later = self._source.later_change(self.database, name, offset)
+        later = self._source.later_change(database, name, offset)
         if later is None:
             return now
         if kind == "truncate":
             return before
-        charsets = self._source.charsets(self.database, name)
+        charsets = self._source.charsets(database, name)
         derived = schema_after_alter(before, statement, charsets)
         if derived is None:
             raise SchemaChangeError(
@@ -380,14 +383,14 @@ def _before(kind: str, entry: SchemaEntry | None) -> TableSchema | None:
     return entry.schema
 
 
-def _moves(renames: list[tuple[str | None, str | None]]) -> Iterator[tuple[str, str]]:
-    """(name, kind) of one statement's table renames by their net effect, with None for a name
-    in another database. A statement may rename a table several times (`a TO tmp, b TO a, tmp TO
-    b`): what counts is which table each name holds when it ends. A name left empty is a "drop",
-    or a "park" when its table went to its own shadow name; a name holding another table is a
-    "rename", or a "swap" when that table is its shadow (see `shadow_tables`)."""
-    holds: dict[str, str | None] = {}  # a name -> the name its table had before the statement
-    went: dict[str, str | None] = {}  # a table's name before the statement -> its name after
+def _moves(renames: list[tuple[TableId | None, TableId | None]]) -> Iterator[tuple[TableId, str]]:
+    """(table, kind) of one statement's table renames by their net effect, with None for a
+    table in a database not captured. A statement may rename a table several times (`a TO tmp,
+    b TO a, tmp TO b`): what counts is which table each name holds when it ends. A name left
+    empty is a "drop", or a "park" when its table went to its own shadow name; a name holding
+    another table is a "rename", or a "swap" when that table is its shadow (`shadow_tables`)."""
+    holds: dict[TableId, TableId | None] = {}  # a name -> its table's name before the statement
+    went: dict[TableId, TableId | None] = {}  # a table's name before the statement -> after
     for old, new in renames:
         origin = holds.pop(old, old) if old is not None else None
         if origin is not None:
@@ -396,7 +399,12 @@ def _moves(renames: list[tuple[str | None, str | None]]) -> Iterator[tuple[str, 
             holds[new] = origin
     for origin, name in went.items():
         if origin not in holds:
-            yield origin, "park" if name is not None and is_shadow_of(name, origin) else "drop"
+            yield origin, "park" if name is not None and _shadow(name, origin) else "drop"
     for name, origin in holds.items():
         if origin != name:
-            yield name, "swap" if origin is not None and is_shadow_of(origin, name) else "rename"
+            yield name, "swap" if origin is not None and _shadow(origin, name) else "rename"
+
+
+def _shadow(name: TableId, table: TableId) -> bool:
+    """`name` is one of `table`'s shadow names, in its database."""
+    return name[0] == table[0] and is_shadow_of(name[1], table[1])

@@ -115,7 +115,7 @@ def _ensure_silver(
     silver = silver_table(config, table)
     exists = silver.exists(spark)
     _require_history_as_configured(spark, config, table, silver, exists)
-    if keeps_history(config, table.name):
+    if keeps_history(config, table.qualified):
         _ensure_history(spark, config, table, from_bronze, replace or not exists, exists)
         return
     soft = config.silver.deletes == "soft"
@@ -162,7 +162,7 @@ def _bronze_rows(spark: SparkSession, config: Config, table: TableSchema) -> Dat
 
 
 def keeps_history(config: Config, table: str) -> bool:
-    """Whether silver of `table` (its name) keeps every version (`silver.history: scd2`)."""
+    """Whether silver of `table` ("db.table") keeps every version (`silver.history: scd2`)."""
     return config.silver.history_of(table) == "scd2"
 
 
@@ -170,7 +170,7 @@ def _require_history_as_configured(
     spark: SparkSession, config: Config, table: TableSchema, silver: LakeTable, exists: bool
 ) -> None:
     """Refuse to treat an scd2 silver's versions as rows: its keys are not unique."""
-    if not exists or keeps_history(config, table.name):
+    if not exists or keeps_history(config, table.qualified):
         return
     schema = silver.schema(spark)
     if schema is not None and END_OFFSET in schema.fieldNames():
@@ -264,7 +264,7 @@ def require_silver(spark: SparkSession, config: Config, table: TableSchema) -> N
 
 
 def meta_columns(config: Config, table: str) -> tuple[str, ...]:
-    """Silver's columns that are binlake's, not the source's, for `table` (its name)."""
+    """Silver's columns that are binlake's, not the source's, for `table` ("db.table")."""
     if keeps_history(config, table):
         return (OFFSET_COLUMN, *HISTORY_COLUMNS)
     return (OFFSET_COLUMN, DELETED_COLUMN) if config.silver.deletes == "soft" else (OFFSET_COLUMN,)
@@ -274,7 +274,7 @@ def data_columns(
     spark: SparkSession, silver: LakeTable, config: Config, table: str
 ) -> T.StructType | None:
     """Silver's data columns (its schema without binlake's columns: `meta_columns`) for `table`
-    (its name); None if there is no such silver table."""
+    ("db.table"); None if there is no such silver table."""
     schema = silver.schema(spark)
     if schema is None:
         return None
@@ -283,7 +283,7 @@ def data_columns(
 
 
 def live_rows(silver: DataFrame, config: Config, table: str) -> DataFrame:
-    """Silver's rows the source holds, for `table` (its name): without the soft-deleted ones,
+    """Silver's rows the source holds, for `table` ("db.table"): without the soft-deleted ones,
     or an scd2 silver's current versions."""
     if keeps_history(config, table):
         return current_versions(silver)
@@ -336,7 +336,7 @@ class TableApply:
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
         # JSON images is most of what reading it costs.
         typed = typed_changes(changes, self.columns, self.table)
-        predicate = self.config.source.row_filter_of(self.table.name)
+        predicate = self.config.source.row_filter_of(self.table.qualified)
         if predicate is not None:
             typed = filtered_changes(typed, self.columns, predicate)
         typed = typed.persist()
@@ -441,7 +441,7 @@ class TableApply:
         (a replayed batch changes nothing). Source columns are `s` + silver's name, the change's
         operation is `s` alone: `LakeTable.merge` names silver's columns unqualified."""
         silver = silver_table(self.config, self.table)
-        if keeps_history(self.config, self.table.name):
+        if keeps_history(self.config, self.table.qualified):
             within = self._target_keys(summary)
             merge_changes(silver, typed, self.columns.fieldNames(), self.table.key, within)
             return

@@ -22,7 +22,13 @@ from binlake.column_rules import lake_view
 from binlake.config import Config
 from binlake.ddl import parse_ddl
 from binlake.errors import SchemaChangeError, UnfollowableChange
-from binlake.lake import LakeTable, column_mapping, column_name, enable_column_mapping
+from binlake.lake import (
+    LakeTable,
+    column_mapping,
+    column_name,
+    create_schemas,
+    enable_column_mapping,
+)
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import TableSchema
 from binlake.schema_changes import ColumnChange, column_changes, literal_default, unapplicable
@@ -94,7 +100,7 @@ def _as_landed(config: Config, change: SchemaChange) -> SchemaChange:
 def _empty(spark: SparkSession, config: Config, silver: LakeTable, change: SchemaChange) -> None:
     """The source's rows are gone at `change` (a TRUNCATE, the table created again): silver's
     rows are deleted, or an scd2 silver's current versions end there."""
-    if keeps_history(config, change.name):
+    if keeps_history(config, change.table):
         end_current(spark, silver, position_token(change.offset, 0), change.ts)
     else:
         silver.delete(spark)
@@ -157,7 +163,7 @@ def _apply_column_change(
     spark: SparkSession, config: Config, silver: LakeTable, after: TableSchema, change: ColumnChange
 ) -> None:
     evolve = config.stream.schema_changes == "evolve"
-    held = data_columns(spark, silver, config, after.name) or T.StructType([])
+    held = data_columns(spark, silver, config, after.qualified) or T.StructType([])
     if change.kind == "add":
         _make_room(spark, silver, "", change.column, change.new_type, held)
         _add_column(spark, config, silver, after, change.column, change.new_type)
@@ -261,7 +267,7 @@ def _add_column(
     do. The default is set whether or not the column was just added, so a run cut short between
     the two converges; a column silver already held (a lenient drop, now added again) is set to
     the default or NULL, dropping the values of the column the source dropped."""
-    columns = data_columns(spark, silver, config, after.name)
+    columns = data_columns(spark, silver, config, after.qualified)
     if columns is None or kind is None:
         return
     held = _field(columns, column) is not None
@@ -296,7 +302,7 @@ def _bring_in(
         # Created again (after a DROP, or by CREATE OR REPLACE): the new table starts empty, and
         # its Change Data Feed shows the old rows' deletes.
         _empty(spark, config, silver, change)
-        held = data_columns(spark, silver, config, after.name) or T.StructType([])
+        held = data_columns(spark, silver, config, after.qualified) or T.StructType([])
         for field in spark_schema(after).fields:
             _make_room(spark, silver, "", field.name, field.dataType, held)
             _make_room_in_changelog(spark, config, after, field.name, field.dataType)
@@ -304,5 +310,6 @@ def _bring_in(
             if same is None or same.dataType != field.dataType:
                 _add_column(spark, config, silver, after, field.name, field.dataType)
     else:
+        create_schemas(spark, config, [after.database])  # a database new to the job
         ensure_silver(spark, config, after, from_bronze=False)
     log.info("%s created %s: captured from its first row", change.table, change.where())

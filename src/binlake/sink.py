@@ -203,7 +203,7 @@ def apply_table_changes(
             segment = segment.where(F.col("_offset") < position_token(high, 0))
         schema = _segment_schema(history, name, ddl, index)
         if schema is not None:
-            columns = data_columns(spark, silver_table(config, schema), config, schema.name)
+            columns = data_columns(spark, silver_table(config, schema), config, schema.qualified)
             if columns is None:
                 require_silver(spark, config, schema)
             else:

@@ -173,7 +173,7 @@ def _snapshot_round(
         schemas_at = current_offset(conn)
         tables = chosen_tables(validate(conn, config), only)
         check_row_filters(spark, config, tables)
-        create_schemas(spark, config.lake, config.source.database)
+        create_schemas(spark, config, {t.database for t in tables})
         ledger = Ledger(spark, ledger_path(config))
         resets = PendingResets(driver_files(spark), config)
         again = {t.qualified for t in tables if reset or resets.pending(t.qualified)}
@@ -384,8 +384,8 @@ class ChunkScheduler:
             followed = FollowedTable(self.spark, self.source, server_id,
                                      bronze_table(self.config, table), plan, entry, self.watch,
                                      schema_history(self.spark, self.config),
-                                     rules.row_filter_of(table.name),
-                                     rules.column_rule_of(table.name) is not None)  # fmt: skip
+                                     rules.row_filter_of(table.qualified),
+                                     rules.column_rule_of(table.qualified) is not None)  # fmt: skip
 
             def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
                 return _read_and_commit(self.spark, self.config, self.source, schema, batch, slot)
@@ -417,17 +417,23 @@ class _Committed:
 
 
 def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:
-    """The captured tables `--tables` names (all of them without it)."""
+    """The captured tables `--tables` names, each by its name or as `db.table` (all of them
+    without it); a name two databases share must be qualified."""
     if only is None:
         return tables
-    by_name = {t.name: t for t in tables}
-    unknown = [n for n in only if n not in by_name]
-    if unknown:
-        raise ConfigError(
-            f"--tables names {', '.join(unknown)}, which source.tables does not capture "
-            f"(captured: {', '.join(sorted(by_name))})"
-        )
-    return [by_name[n] for n in only]
+    chosen: list[TableSchema] = []
+    for name in only:
+        named = [t for t in tables if name in (t.name, t.qualified)]
+        if len(named) != 1:
+            captured = ", ".join(sorted(t.qualified for t in tables))
+            what = (
+                "a table of several databases: write db.table"
+                if named
+                else ("which source.tables does not capture")
+            )
+            raise ConfigError(f"--tables names {name}, {what} (captured: {captured})")
+        chosen.extend(t for t in named if t not in chosen)
+    return chosen
 
 
 class PendingResets:
@@ -595,7 +601,7 @@ def read_chunks(
         .where(F.col(REPORT).isNull())
         .drop(REPORT)
     )
-    return filtered_rows(rows, config, table.name), reports
+    return filtered_rows(rows, config, table.qualified), reports
 
 
 def chunk_reports(observation: Observation) -> list[ChunkReport]:

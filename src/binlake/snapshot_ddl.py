@@ -73,7 +73,7 @@ class DdlWatch:
         self._stack = ExitStack()
         conn = self._stack.enter_context(connection(source))
         self._server = ServerSchemas(conn, dict(config.snapshot.split_keys))
-        self._patterns = config.source.tables
+        self._capture = config.source.capture
         self._history = history
         self._lock = threading.Lock()
 
@@ -93,9 +93,7 @@ class DdlWatch:
             ) is not None:
                 if upto is not None and statement.offset > upto:
                     return None
-                tracker = SchemaTracker(
-                    database, self._patterns, {table: entry}, self._recorded, self._server
-                )
+                tracker = SchemaTracker(self._capture, {table: entry}, self._recorded, self._server)
                 at = statement.offset
                 for change in tracker.on_statement(statement.statement, statement.database, at):
                     if change.table == table:

@@ -18,13 +18,13 @@ import pymysql
 import pymysql.connections
 import pymysql.cursors
 
+from binlake.capture import SYSTEM_DATABASES, Capture, qualified
 from binlake.charsets import charmap
 from binlake.config import Config, SourceConfig, TlsMode
 from binlake.errors import ConfigError, SourceConnectionError, SourceError
 from binlake.offsets import BinlogOffset
 from binlake.reconnect import reconnecting
 from binlake.schema import Column, TableSchema
-from binlake.shadow_tables import is_shadow_name
 from binlake.typemap import map_table
 
 log = logging.getLogger(__name__)
@@ -427,51 +427,19 @@ def binlog_sizes(conn: pymysql.Connection) -> dict[str, int]:
 # Table discovery
 
 
-def _table_names(conn: pymysql.Connection, database: str) -> list[str]:
+def _table_names(conn: pymysql.Connection, capture: Capture) -> list[tuple[str, str]]:
+    """(database, table) of the base tables the capture may take, in name order."""
+    params: tuple[Any, ...]
+    where, params = "table_schema NOT IN %s", (tuple(sorted(SYSTEM_DATABASES)),)
+    if capture.database is not None:
+        where, params = "table_schema = %s", (capture.database,)
     rows = query(
         conn,
-        "SELECT table_name FROM information_schema.tables "
-        "WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY table_name",
-        (database,),
+        "SELECT table_schema, table_name FROM information_schema.tables "
+        f"WHERE {where} AND table_type = 'BASE TABLE' ORDER BY table_schema, table_name",
+        params,
     )
-    return [r[0] for r in rows]
-
-
-def select_tables(available: list[str], patterns: list[str] | None, database: str) -> list[str]:
-    """Resolve `source.tables` (names or fully-matched regexes) against the existing tables."""
-    if patterns is None:
-        return [t for t in available if captured_by(t, None)]
-    chosen: list[str] = []
-    for pattern in patterns:
-        matched = [t for t in available if _matches(t, pattern)]
-        if not matched:
-            raise SourceError(
-                f"table {database}.{pattern} does not exist (no base table matches "
-                f"{pattern!r}; a table the source user holds no privilege on is not listed): "
-                "fix source.tables, or GRANT SELECT on the table to the source user"
-            )
-        chosen.extend(t for t in matched if t not in chosen)
-    return chosen
-
-
-def _matches(table: str, pattern: str) -> bool:
-    """An exact name, or a regex matching the whole name; an online schema-change tool's shadow
-    table (`_t_new`, `_t_gho`, ...) only by its exact name: its rows are the tool's copy."""
-    if table == pattern:
-        return True
-    if is_shadow_name(table):
-        return False
-    try:
-        return re.fullmatch(pattern, table) is not None
-    except re.error:
-        return False
-
-
-def captured_by(table: str, patterns: list[str] | None) -> bool:
-    """Whether `source.tables` captures a table of this name (e.g. one created later)."""
-    if patterns is None:
-        return not is_shadow_name(table)
-    return any(_matches(table, p) for p in patterns)
+    return [(r[0], r[1]) for r in rows]
 
 
 def load_schema(
@@ -513,7 +481,7 @@ def load_schema(
         )
     )
     names = [c.name for c in columns]
-    configured = split_keys.get(table)
+    configured = split_keys.get(qualified(database, table), split_keys.get(table))
     if configured is not None and configured not in names:
         raise SourceError(
             f"snapshot.split_keys.{table} names column {configured!r}, which {database}.{table} "
@@ -539,7 +507,13 @@ def load_schema_if_exists(
     conn: pymysql.Connection, database: str, table: str, split_keys: dict[str, str]
 ) -> TableSchema | None:
     """A table's schema as the stream captures it (None if the table does not exist now)."""
-    if table not in _table_names(conn, database):
+    exists = query(
+        conn,
+        "SELECT 1 FROM information_schema.tables "
+        "WHERE table_schema = %s AND table_name = %s AND table_type = 'BASE TABLE'",
+        (database, table),
+    )
+    if not exists:
         return None
     schema = load_schema(conn, database, table, split_keys)
     map_table(schema)  # refuses a column type binlake cannot land
@@ -635,15 +609,15 @@ def _check_split_exact(
 
 
 def discover(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
-    """The captured tables' schemas, in name order."""
-    database = config.source.database
-    tables = select_tables(_table_names(conn, database), config.source.tables, database)
-    unknown = sorted(set(config.snapshot.split_keys) - set(tables))
+    """The captured tables' schemas, in `source.tables` order (name order without it)."""
+    tables = config.source.capture.select(_table_names(conn, config.source.capture))
+    names = {n for d, t in tables for n in (t, qualified(d, t))}
+    unknown = sorted(set(config.snapshot.split_keys) - names)
     if unknown:
         raise SourceError(
             f"snapshot.split_keys names tables that are not captured: {', '.join(unknown)}"
         )
-    return [load_schema(conn, database, t, config.snapshot.split_keys) for t in tables]
+    return [load_schema(conn, d, t, config.snapshot.split_keys) for d, t in tables]
 
 
 # ---------------------------------------------------------------------------------------------

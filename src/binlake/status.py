@@ -91,7 +91,7 @@ def _silver_rows(
     an scd2 silver's versions (None for a silver of latest rows); None before silver exists."""
     database, name = table.split(".", 1)
     silver = lake_table(config.lake, "silver", database, name)
-    history = keeps_history(config, name)
+    history = keeps_history(config, table)
     if isinstance(silver, PathTable):
         try:
             delta = DeltaTable(silver.path)
@@ -114,7 +114,7 @@ def _silver_rows(
     if not silver.exists(session):
         return None, None
     frame = silver.read(session)
-    return live_rows(frame, config, name).count(), frame.count() if history else None
+    return live_rows(frame, config, table).count(), frame.count() if history else None
 
 
 @dataclass(frozen=True)

@@ -132,8 +132,6 @@ def stream_spec(
         job=config.stream.job_name,
         source=source,
         server_id=config.stream_server_id,
-        database=config.source.database,
-        patterns=tuple(config.source.tables) if config.source.tables is not None else None,
         split_keys=dict(config.snapshot.split_keys),
         start=start,
         history_root=schema_root(config),
@@ -322,7 +320,7 @@ def _start_and_follow(
     check_row_filters(spark, config, tables)
     initial = config.stream.startup_mode == "initial"
     files = driver_files(spark)
-    create_schemas(spark, config.lake, config.source.database)
+    create_schemas(spark, config, {t.database for t in tables})
     registry = StreamTables(tables_path(config), files)
     resume = checkpoint_offset(files, config)
     # The job's first start applies every configured table; silver that exists already (a job

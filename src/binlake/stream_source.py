@@ -111,8 +111,6 @@ class StreamSpec:
     job: str  # stream.job_name
     source: SourceConfig
     server_id: int
-    database: str
-    patterns: tuple[str, ...] | None  # source.tables (None: every table)
     split_keys: dict[str, str]
     start: BinlogOffset
     history_root: str  # `SchemaHistory` of the lake
@@ -150,7 +148,7 @@ class StreamSpec:
     def budget(self, max_bytes: int | None) -> BatchBudget:
         """What one batch may read: `max_bytes` (Spark's read limit, or the spec's on Spark
         4.0/4.1) and the spec's change bound (Spark passes a single read limit)."""
-        return BatchBudget(max_bytes, self.max_changes, self.database, self.patterns)
+        return BatchBudget(self.source.capture, max_bytes, self.max_changes)
 
     def plan(self, start: BinlogOffset, end: BinlogOffset) -> BinlogRange:
         """The read of `(start, end]`: the job's tables with their schema histories, and the
@@ -277,8 +275,7 @@ def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBa
     with connection(spec.source) as conn:
         spec.check_server(conn)
         tracker = SchemaTracker(
-            spec.database,
-            list(spec.patterns) if spec.patterns is not None else None,
+            spec.source.capture,
             partition.in_force(),
             partition.recorded,
             ServerSchemas(conn, spec.split_keys),

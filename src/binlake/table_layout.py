@@ -31,7 +31,7 @@ def apply_layout(
     """Give `target` (one of `table`'s Delta tables) the layout of `table`: its properties,
     and its clustering columns where `cluster` (the changelog holds its rows' values in
     structs, so it takes the properties alone)."""
-    layout = config.lake.layout_of(table.name)
+    layout = config.lake.layout_of(table.qualified)
     if layout is None or not target.exists(spark):
         return
     try:

@@ -28,10 +28,10 @@ class TableRules:
     def configured(self, table: TableSchema) -> dict[str, Any]:
         """`table`'s rules in the config (empty: none)."""
         rules: dict[str, Any] = {}
-        row_filter = self.config.source.row_filter_of(table.name)
+        row_filter = self.config.source.row_filter_of(table.qualified)
         if row_filter is not None:
             rules["row_filter"] = row_filter
-        columns = self.config.source.column_rule_of(table.name)
+        columns = self.config.source.column_rule_of(table.qualified)
         if columns is not None and columns.ruled():
             rules["columns"] = columns.model_dump()
         return rules

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 import pymysql
 
 from binlake.binlog import check_binlog_dump
+from binlake.capture import table_matches
 from binlake.column_rules import check_column_rules, lake_view
-from binlake.config import Config, SourceConfig, table_matches
+from binlake.config import Config, SourceConfig
 from binlake.errors import ConfigError, SourceError
 from binlake.layout import DELETED_COLUMN, EVENTS_TABLE, HISTORY_COLUMNS
 from binlake.schema import TableSchema
@@ -72,7 +73,8 @@ def validate(
     check_low_watermark(conn)
     tables = discover(conn, config)
     if not tables:
-        raise SourceError(f"database {config.source.database!r} has no tables to capture")
+        where = config.source.database
+        raise SourceError(f"database {where!r} has no tables to capture")
     _check_event_table_name(config, tables)
     _check_soft_delete_column(config, tables)
     _check_history(config, tables)
@@ -81,7 +83,7 @@ def validate(
     check_column_rules(config.source, tables)
     _check_table_keys("lake.table_layout", config.lake.table_layout, tables)
     _check_table_layout(config, tables)
-    if any((r := config.source.column_rule_of(t.name)) and r.hash for t in tables):
+    if any((r := config.source.column_rule_of(t.qualified)) and r.hash for t in tables):
         config.source.resolve_hash_salt()  # unset: refused now, not in a Spark task
     if server_id is None:
         server_id = config.snapshot_server_id(0)
@@ -98,7 +100,7 @@ def _check_table_layout(config: Config, tables: list[TableSchema]) -> None:
     """Each layout clusters by columns its tables land (else the closest name): a column a
     column rule excludes is not in the lake."""
     for table in tables:
-        layout = config.lake.layout_of(table.name)
+        layout = config.lake.layout_of(table.qualified)
         if layout is None:
             continue
         landed = list(lake_view(config.source, table).column_names)
@@ -127,10 +129,11 @@ def _check_soft_delete_column(config: Config, tables: list[TableSchema]) -> None
 
 
 def _check_table_keys(key: str, patterns: Iterable[str], tables: list[TableSchema]) -> None:
-    """Each table name or regex of a per-table config section names a captured table."""
-    names = [t.name for t in tables]
+    """Each table name, `db.table` or regex of a per-table config section names a captured
+    table."""
     for pattern in patterns:
-        if not any(table_matches(pattern, n) for n in names):
+        if not any(table_matches(pattern, t.qualified) for t in tables):
+            names = [t.qualified if "." in pattern else t.name for t in tables]
             closest = difflib.get_close_matches(pattern, names, n=1)
             hint = f" (did you mean {closest[0]!r}?)" if closest else ""
             raise ConfigError(f"{key} names {pattern!r}, which matches no captured table{hint}")
@@ -141,7 +144,7 @@ def _check_history(config: Config, tables: list[TableSchema]) -> None:
     binlake's: refuse a captured table with a column of one of their names."""
     _check_table_keys("silver.history_tables", config.silver.history_tables, tables)
     for table in tables:
-        if config.silver.history_of(table.name) != "scd2":
+        if config.silver.history_of(table.qualified) != "scd2":
             continue
         clash = [n for n in table.column_names if n.lower() in HISTORY_COLUMNS]
         if clash:

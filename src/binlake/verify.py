@@ -79,7 +79,7 @@ def verify_silver(spark: SparkSession, config: Config) -> VerifyReport:
         landed = lake_view(config.source, table)  # ruled columns: hashed on both sides alike
         source_digest = {r["_chunk_id"]: r for r in _digest(rows, landed.column_names).collect()}
         silver = _assign_chunks(
-            live_rows(silver_table(config, table).read(spark), config, table.name),
+            live_rows(silver_table(config, table).read(spark), config, table.qualified),
             source,
             landed,
             chunks,

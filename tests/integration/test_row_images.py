@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from binlake.binlog import BatchBudget, _transactions, read_changes
+from binlake.capture import Capture
 from binlake.changes import Op, Row
 from binlake.chunk_reader import ChunkReader
 from binlake.chunks import ChunkRange
@@ -103,7 +104,7 @@ def _check_table(
     sql(f"DELETE FROM `{name}`")
     sql(f"CREATE TABLE `{name}_after` (id INT)")  # a transaction after the deletes
     changes = _decoded(source, table, server_id, start)
-    counted = _transactions(source, server_id, start, BatchBudget(database=table.database))
+    counted = _transactions(source, server_id, start, BatchBudget(Capture(table.database, None)))
     # What bounds a batch by changes counts them from widths alone, over every type here.
     assert list(counted)[-1][2] == len(changes)
     by_op: dict[Op, list[Any]] = {op: [c for c in changes if c.table.endswith(name)] for op in Op}

@@ -278,5 +278,5 @@ def test_every_task_takes_the_history_silver_keeps_as_parameters(job: str) -> No
     for call in recorder.calls:
         config = cli.config_from_args(cli.build_parser().parse_args(call))
         assert config.silver.history == "latest"
-        assert config.silver.history_of("customers") == "scd2"
-        assert config.silver.history_of("orders_07") == "latest"
+        assert config.silver.history_of("shop.customers") == "scd2"
+        assert config.silver.history_of("shop.orders_07") == "latest"

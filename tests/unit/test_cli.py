@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -34,8 +35,16 @@ def test_tables_that_are_not_captured_are_named() -> None:
     tables = [_table("orders"), _table("items")]
     assert [t.name for t in chosen_tables(tables, ["items"])] == ["items"]
     assert chosen_tables(tables, None) == tables
-    with pytest.raises(ConfigError, match=r"--tables names ordres.*captured: items, orders"):
+    with pytest.raises(ConfigError, match=r"--tables names ordres.*captured: db.items, db.orders"):
         chosen_tables(tables, ["ordres"])
+
+
+def test_tables_of_several_databases_are_named_as_db_table() -> None:
+    tables = [_table("orders"), replace(_table("orders"), database="eu"), _table("items")]
+    assert chosen_tables(tables, ["eu.orders", "items"]) == [tables[1], tables[2]]
+    assert chosen_tables(tables, ["db.orders"]) == [tables[0]]
+    with pytest.raises(ConfigError, match=r"--tables names orders, a table of several databases"):
+        chosen_tables(tables, ["orders"])
 
 
 COMMANDS = ["snapshot", "stream", "run", "status", "verify", "bundle"]

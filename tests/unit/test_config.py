@@ -228,7 +228,7 @@ def test_unknown_override_key_is_rejected_naming_the_key() -> None:
 
 def test_missing_source_database_is_rejected() -> None:
     message = config_error({"source": {"host": "db1"}})
-    assert "source.database: Field required" in message
+    assert "source.database is required, unless source.tables lists the db.table" in message
 
 
 def test_missing_source_section_is_rejected() -> None:
@@ -481,10 +481,10 @@ def test_silver_history_per_table_by_name_or_regex_wins_over_the_default() -> No
             "silver": {"history": "scd2", "history_tables": {"audit_.*": "latest", "x": "scd2"}},
         }
     ).silver
-    assert silver.history_of("customers") == "scd2"
-    assert silver.history_of("audit_2026") == "latest"
-    assert silver.history_of("audit") == "scd2"  # a regex matches the whole name
-    assert parse_config({"source": {"database": "shop"}}).silver.history_of("x") == "latest"
+    assert silver.history_of("shop.customers") == "scd2"
+    assert silver.history_of("shop.audit_2026") == "latest"
+    assert silver.history_of("shop.audit") == "scd2"  # a regex matches the whole name
+    assert parse_config({"source": {"database": "shop"}}).silver.history_of("shop.x") == "latest"
 
 
 @pytest.mark.parametrize("empty", ["", None])
@@ -513,9 +513,9 @@ def test_table_layout_properties_are_text_and_an_empty_parameter_is_no_layout() 
             },
         }
     )
-    layout = config.lake.layout_of("orders_07")
+    layout = config.lake.layout_of("shop.orders_07")
     assert layout is not None and layout.cluster_by == ["customer_id"]
     assert layout.properties == {"delta.appendOnly": "false", "delta.checkpointInterval": "30"}
-    assert config.lake.layout_of("customers") is None
+    assert config.lake.layout_of("shop.customers") is None
     empty = parse_config({"source": {"database": "shop"}, "lake": {"table_layout": ""}})
     assert empty.lake.table_layout == {}

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 from pyspark.sql import types as T
 
+from binlake.capture import Capture
 from binlake.ddl_schema import Charsets
 from binlake.errors import SchemaChangeError
 from binlake.offsets import BinlogOffset
@@ -15,7 +16,6 @@ from binlake.schema_changes import column_changes, unapplicable, widens
 from binlake.schema_history import SchemaEntry, SchemaTracker
 from binlake.schema_source import LoggedStatement
 from binlake.shadow_tables import is_shadow_name, is_shadow_of
-from binlake.source import captured_by, select_tables
 
 
 def _column(
@@ -108,7 +108,7 @@ class _Server:
 
     def read(self, database: str, table: str) -> TableSchema | None:
         self.reads.append(table)
-        return self.tables.get(table)
+        return self.tables.get(f"{database}.{table}", self.tables.get(table))
 
     def later_change(
         self, database: str, table: str, offset: BinlogOffset
@@ -125,7 +125,8 @@ def _tracker(
     recorded: dict[tuple[str, int], SchemaEntry] | None = None,
 ) -> SchemaTracker:  # fmt: skip
     saved = recorded or {}
-    return SchemaTracker("db", patterns, in_force, lambda t, o: saved.get((t, o.pos)), server)
+    capture = Capture("db", None if patterns is None else tuple(patterns))
+    return SchemaTracker(capture, in_force, lambda t, o: saved.get((t, o.pos)), server)
 
 
 def test_a_ddl_at_or_before_the_entry_in_force_is_already_in_it() -> None:
@@ -154,6 +155,42 @@ def test_tables_of_other_databases_and_uncaptured_tables_are_ignored() -> None:
     assert list(tracker.on_statement("ALTER TABLE t ADD x INT", "elsewhere", _at(9))) == []
     assert list(tracker.on_statement("CREATE TABLE other (id INT)", "db", _at(9))) == []
     assert list(tracker.on_statement("INSERT INTO t VALUES (1)", "db", _at(9))) == []
+
+
+def _sharded(name: str, database: str) -> TableSchema:
+    return replace(_table(name=name), database=database)
+
+
+def test_over_several_databases_each_table_is_followed_in_its_own_database() -> None:
+    """`source.tables: [shop_[0-9]+\\.orders]`: a DDL names its table qualified or through
+    the session's database (`USE`); a database created later joins; equal names in two
+    databases are two tables."""
+    one, two = _sharded("orders", "shop_1"), _sharded("orders", "shop_2")
+    three = _sharded("orders", "shop_3")
+    wider = replace(two, columns=(*two.columns, _column("note")))
+    server = _Server(**{"shop_2.orders": wider, "shop_3.orders": three})
+    tracker = SchemaTracker(
+        Capture(None, (r"shop_[0-9]+\.orders",)),
+        {"shop_1.orders": SchemaEntry(_at(1), one), "shop_2.orders": SchemaEntry(_at(1), two)},
+        lambda t, o: None,
+        server,
+    )
+    [altered] = tracker.on_statement("ALTER TABLE orders ADD note INT", "shop_2", _at(10))
+    assert (altered.table, altered.after) == ("shop_2.orders", wider)
+    assert tracker.schema("shop_1.orders") == one
+    assert list(tracker.on_statement("CREATE DATABASE shop_3", "", _at(20))) == []
+    assert list(tracker.on_statement("CREATE TABLE items (id INT)", "shop_3", _at(21))) == []
+    [created] = tracker.on_statement("CREATE TABLE orders (id INT)", "shop_3", _at(22))
+    assert (created.table, created.kind, created.after) == ("shop_3.orders", "create", three)
+    assert tracker.changed_by_dml("UPDATE orders SET id = 2", "shop_1") == ["shop_1.orders"]
+    assert tracker.changed_by_dml("UPDATE shop_9.orders SET id = 2", "shop_1") == []
+    # Moved to a database not captured: it ends there, as a drop.
+    [moved] = tracker.on_statement("RENAME TABLE shop_1.orders TO archive.orders", "", _at(30))
+    assert (moved.table, moved.kind, moved.after) == ("shop_1.orders", "drop", None)
+    # A shadow's name in another database is no shadow: the table went away.
+    [gone] = tracker.on_statement("RENAME TABLE orders TO shop_1._orders_old", "shop_3", _at(40))
+    assert (gone.table, gone.kind) == ("shop_3.orders", "drop")
+    assert set(tracker.captured()) == {"shop_2.orders"}
 
 
 def test_a_created_table_that_matches_is_captured_and_a_drop_ends_it() -> None:
@@ -298,11 +335,14 @@ def test_shadow_names(name: str, table: str, expected: bool) -> None:
 def test_shadow_shaped_names_are_captured_only_by_their_exact_name() -> None:
     shaped = ("_t_new", "__x_gho", "t_new", "_new", "_t_newer")
     assert [is_shadow_name(n) for n in shaped] == [True, True, False, False, False]
-    available = ["orders", "_orders_new", "_archive_old"]
-    assert select_tables(available, None, "db") == ["orders"]
-    assert select_tables(available, [".*"], "db") == ["orders"]
-    assert select_tables(available, ["orders", "_archive_old"], "db") == ["orders", "_archive_old"]
-    assert not captured_by("_orders_gho", None) and captured_by("_orders_gho", ["_orders_gho"])
+    available = [("db", "orders"), ("db", "_orders_new"), ("db", "_archive_old")]
+    assert Capture("db", None).select(available) == [("db", "orders")]
+    assert Capture("db", (".*",)).select(available) == [("db", "orders")]
+    named = Capture("db", ("orders", "_archive_old"))
+    assert named.select(available) == [("db", "orders"), ("db", "_archive_old")]
+    assert not Capture("db", None).captures("db", "_orders_gho")
+    assert Capture("db", ("_orders_gho",)).captures("db", "_orders_gho")
+    assert Capture(None, (r"db\.(orders|_orders_new)",)).select(available) == [("db", "orders")]
 
 
 def test_a_ddl_met_late_takes_its_own_columns_not_the_servers_later_ones() -> None:
