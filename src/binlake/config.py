@@ -108,6 +108,12 @@ class SourceConfig(_Section):
     #: The salt, resolved once on the driver (`with_resolved_secrets`); never serialised.
     _hash_salt: SecretStr | None = PrivateAttr(default=None)
 
+    @field_validator("database", mode="before")
+    @classmethod
+    def _no_database(cls, value: Any) -> Any:
+        """An empty job parameter (`--set source.database=`) is no database: several."""
+        return None if value == "" else value
+
     @field_validator("column_rules", mode="before")
     @classmethod
     def _no_rules(cls, value: Any) -> Any:

@@ -52,17 +52,19 @@ def _session_options(source: SourceConfig) -> dict[str, Any]:
     `time_zone = '+00:00'` makes TIMESTAMP values arrive in UTC, matching the binlog's epoch
     seconds, so both read paths land the same instant.
     """
-    return {
+    options = {
         "host": source.host,
         "port": source.port,
         "user": source.user,
         "password": source.resolve_password(),
-        "database": source.database,
         "charset": "utf8mb4",
         "connect_timeout": int(source.connect_timeout_s),
         "autocommit": True,
         "init_command": "SET time_zone = '+00:00'",
     }
+    if source.database is not None:  # with several databases, every name is qualified
+        options["database"] = source.database
+    return options
 
 
 def tls_options(source: SourceConfig, driver: Literal["pymysql", "mysqldb"]) -> dict[str, Any]:

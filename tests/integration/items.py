@@ -119,17 +119,18 @@ def assert_silver_is_source(
     where: str | None = None,
     layer: str = "silver",
     source_where: str = "TRUE",
+    database: str | None = None,
 ) -> list[str]:
     """Silver's rows (or bronze's; those matching `where`, if given), projected on the source's
-    columns, equal the source's (those matching `source_where`); returns the table's column
-    names."""
+    columns, equal the source's (those matching `source_where`; `sql` runs in `database`, by
+    default `source.database`); returns the table's column names."""
     columns = source_columns(sql, table)
     names = [n for n, _ in columns]
     schema = T.StructType([T.StructField(n, t, True) for n, t in columns])
     quoted = ", ".join(f"`{n}`" for n in names)
     rows = sql(f"SELECT {quoted} FROM `{table}` WHERE {source_where}")
     expected = spark.createDataFrame(rows, schema)
-    silver = lake_table(config.lake, layer, config.source.database, table).read(spark)
+    silver = lake_table(config.lake, layer, database or config.source.database, table).read(spark)
     if where is not None:
         silver = silver.where(where)
     actual = silver.select(*[silver[f"`{n}`"].cast(t).alias(n) for n, t in columns])
@@ -137,11 +138,14 @@ def assert_silver_is_source(
     return [f.name for f in silver.schema.fields]
 
 
-def assert_changelog_holds_each_change_once(spark: Any, config: Any, table: str) -> None:
+def assert_changelog_holds_each_change_once(
+    spark: Any, config: Any, table: str, database: str | None = None
+) -> None:
     """A change is its offset and operation: a key-changing update is a delete and an insert
     at one offset."""
     name = f"{table}__changelog"
-    changelog = lake_table(config.lake, "bronze", config.source.database, name).read(spark)
+    database = database or config.source.database
+    changelog = lake_table(config.lake, "bronze", database, name).read(spark)
     assert changelog.count() == changelog.select("_binlake_offset", "_op").distinct().count()
 
 

@@ -77,7 +77,10 @@ def test_per_table_keys_name_a_table_or_db_table(pattern: str, table: str, expec
 def test_several_databases_need_their_tables_listed() -> None:
     with pytest.raises(ConfigError, match=r"source.database is required, unless source.tables"):
         parse_config({"source": {}})
-    config = parse_config({"source": {"tables": r"shop_[0-9]+\.orders, eu.customers"}})
+    config = parse_config(
+        {"source": {"database": "shop", "tables": r"shop_[0-9]+\.orders, eu.customers"}},
+        {"source.database": ""},  # the bundle's empty source_database parameter
+    )
     assert config.source.capture == Capture(None, (r"shop_[0-9]+\.orders", "eu.customers"))
     scd2 = parse_config(
         {"source": {"database": "eu"}, "silver": {"history_tables": {"eu.customers": "scd2"}}}
