@@ -22,11 +22,12 @@ from pyspark.sql import SparkSession
 from binlake.config import Config
 from binlake.lake import PathTable, lake_table
 from binlake.lake_files import ArrowFiles, LakeFiles, join
-from binlake.layout import DELETED_COLUMN, IS_CURRENT, checkpoint_path, ledger_path
+from binlake.layout import DELETED_COLUMN, IS_CURRENT, checkpoint_path, ledger_path, tables_path
 from binlake.ledger import ChunkState, chunk_state
 from binlake.lineage import current_lineage
 from binlake.offsets import bytes_behind
 from binlake.retention import duration, expiry_seconds
+from binlake.schema_history import StreamTables
 from binlake.silver import keeps_history, live_rows
 from binlake.snapshot import batch_ids, with_resolved_password
 from binlake.source import binlog_sizes, connection, current_offset
@@ -128,6 +129,8 @@ class TableStatus:
 
     @property
     def snapshot(self) -> str:
+        if self.chunks_total == 0:
+            return "none: captured from its CREATE"
         return "finished" if self.chunks_done == self.chunks_total else "in progress"
 
 
@@ -146,9 +149,13 @@ def gather_status(config: Config, spark: Callable[[], SparkSession]) -> Status:
     """The ledger's state and silver's rows per table, and the stream's lag; `spark` gives the
     session, asked for only by catalog silver tables."""
     files = ArrowFiles()
+    progress = table_progress(ledger_chunks(ledger_path(config)))
+    # A table the stream took in at its CREATE has no snapshot: no chunks in the ledger.
+    for table in StreamTables(tables_path(config), files).read():
+        progress.setdefault(table, (0, 0, 0))
     tables = [
         TableStatus(table, done, total, rows, *_silver_rows(config, table, spark))
-        for table, (done, total, rows) in table_progress(ledger_chunks(ledger_path(config))).items()
+        for table, (done, total, rows) in sorted(progress.items())
     ]
     return Status(tables, stream_lag(files, config))
 

@@ -97,6 +97,10 @@ def test_shards_in_several_databases_land_through_one_reader(
         )
         assert ("shelf" in columns) is (suffix == "s2"), suffix
         assert_changelog_holds_each_change_once(spark, config, "items", f"{database}_{suffix}")
+    assert jobs.verify(spark, config) == 0  # the source's side read per database
+    status = jobs.status(config, lambda: spark)
+    assert all(f"{database}_{s}.items" in status for s in shards), status
+    assert "none: captured from its CREATE" in status.split(f"{database}_s4.items")[1], status
     for name, table in ((f"{database}_s1", "noise"), (f"{database}_other", "items")):
         assert not lake_table(config.lake, "silver", name, table).exists(spark)
         assert not lake_table(config.lake, "bronze", name, table).exists(spark)
