@@ -73,8 +73,7 @@ def validate(
     check_low_watermark(conn)
     tables = discover(conn, config)
     if not tables:
-        where = config.source.database
-        raise SourceError(f"database {where!r} has no tables to capture")
+        raise SourceError(f"database {config.source.database!r} has no tables to capture")
     _check_event_table_name(config, tables)
     _check_soft_delete_column(config, tables)
     _check_history(config, tables)
@@ -156,9 +155,10 @@ def _check_history(config: Config, tables: list[TableSchema]) -> None:
 
 
 def _check_event_table_name(config: Config, tables: list[TableSchema]) -> None:
-    """With `lake.catalog`, the event log is a table of the silver schema: refuse a captured
-    table of that name, whose silver would be the same table."""
-    if config.lake.catalog is None or not config.lake.event_log:
+    """With `lake.catalog`, the event log is a table of `source.database`'s silver schema:
+    refuse a captured table of that name, whose silver would be the same table (with several
+    databases it is in `lake.silver_schema`, no database's)."""
+    if config.lake.catalog is None or not config.lake.event_log or not config.source.database:
         return
     for table in tables:
         if table.name.lower() == EVENTS_TABLE:
