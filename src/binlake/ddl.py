@@ -43,7 +43,7 @@ class TableRef:
 
 @dataclass(frozen=True)
 class Ddl:
-    kind: str  # "alter", "create", "drop", "truncate" or "rename"
+    kind: str  # "alter", "create", "drop", "truncate", "rename" or "drop_database"
     tables: tuple[TableRef, ...]  # altered/created/dropped/truncated (RENAME TABLE: none)
     renames: tuple[tuple[TableRef, TableRef], ...] = ()  # table renames, in order
     column_renames: tuple[tuple[str, str], ...] = ()  # (old, new) column names, in order
@@ -52,6 +52,8 @@ class Ddl:
     #: The clause of an ALTER that removes or replaces rows without row events (DROP, TRUNCATE
     #: or EXCHANGE PARTITION, DISCARD/IMPORT TABLESPACE); "" when none does.
     removes_rows: str = ""
+    #: DROP DATABASE: the database whose every table goes (the binlog logs no DROP TABLE each).
+    dropped_database: str | None = None
 
 
 @dataclass(frozen=True)
@@ -253,8 +255,11 @@ def _index(p: Parser, if_exists: tuple[str, ...]) -> Ddl:
 def _drop(p: Parser) -> Ddl | None:
     if p.keyword("INDEX"):
         return _index(p, if_exists=("IF", "EXISTS"))
+    if p.keyword("DATABASE", "SCHEMA"):
+        p.phrase("IF", "EXISTS")
+        return Ddl("drop_database", (), dropped_database=p.name())
     if not p.keyword("TABLE", "TABLES"):
-        return None  # DROP TEMPORARY TABLE, DATABASE, VIEW, USER, ...
+        return None  # DROP TEMPORARY TABLE, VIEW, USER, ...
     p.phrase("IF", "EXISTS")
     tables = [p.table()]
     while p.punct(","):

@@ -322,10 +322,16 @@ class SchemaTracker:
             wanted = self.capture.database
             return (database, name) if wanted is None or database == wanted else None
 
+        if ddl.dropped_database is not None:
+            for table, entry in list(self.entries.items()):
+                held = split_qualified(table)
+                if held[0] == ddl.dropped_database and entry.schema is not None:
+                    yield held, "drop"
+            return
         kind = "unfollowable" if ddl.removes_rows else ddl.kind
         for ref in ddl.tables:
-            if (name := mine(ref)) is not None:
-                yield name, kind
+            if (touched := mine(ref)) is not None:
+                yield touched, kind
         yield from _moves([(mine(old), mine(new)) for old, new in ddl.renames])
 
     def _schema_after(

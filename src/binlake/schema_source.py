@@ -40,6 +40,8 @@ class LoggedStatement:
         ddl = parse_ddl(self.statement)
         if ddl is None:
             return False
+        if ddl.dropped_database is not None:
+            return ddl.dropped_database == database
         refs = [*ddl.tables, *(ref for pair in ddl.renames for ref in pair)]
         names = {
             name for db, name in (ref.qualified(self.database) for ref in refs) if db == database

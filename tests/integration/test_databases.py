@@ -1,8 +1,9 @@
 """Capture across databases: `source.tables` of `db.table` patterns, with no `source.database`,
 read by one snapshot and one binlog reader. Each shard's `items` (equal keys in every shard)
 lands as its own table, with writes racing in every shard; a per-table key names one shard's
-table; a DDL in one shard changes that shard's table alone; a shard database created while the
-stream runs joins from its first row; a database the pattern does not match stays out."""
+table; a DDL in one shard changes that shard's table alone; a shard database dropped and created
+again holds only its new rows; a shard database created while the stream runs joins from its
+first row; a database the pattern does not match stays out."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from binlake import jobs
 from binlake.lake import lake_table
 
 from .items import (
+    ITEMS,
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
@@ -84,6 +86,13 @@ def test_shards_in_several_databases_land_through_one_reader(
         shards["s1"]("INSERT INTO noise VALUES (1, 1), (2, 2)")
         # A DDL through the session's database: s2's items alone changes.
         shards["s2"]("ALTER TABLE items ADD COLUMN shelf VARCHAR(8) DEFAULT 'a1'")
+        # A shard dropped and provisioned again by a migration's CREATE TABLE IF NOT EXISTS:
+        # the dropped table's rows must not outlive it (DROP DATABASE logs no DROP TABLE).
+        with connect(db_env) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{database}_s3`")
+            cur.execute(f"CREATE DATABASE `{database}_s3`")
+        shards["s3"](ITEMS.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+        shards["s3"]("INSERT INTO items VALUES (1, 'again', 5, 1.00, NULL), (7, 'b', 6, 2, 'x')")
         # A shard created while the stream runs joins from its first row.
         shards["s4"] = in_database("s4")
         seed_items(shards["s4"], 40)

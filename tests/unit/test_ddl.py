@@ -35,8 +35,6 @@ def alter(
         "/* only a comment */",
         "CREATE DATABASE x",
         "CREATE DATABASE IF NOT EXISTS `x`",
-        "DROP DATABASE x",
-        "DROP SCHEMA x",
         "ALTER DATABASE x CHARACTER SET utf8mb4",
         "GRANT SELECT ON db.* TO 'u'@'%'",
         "CREATE USER 'u'@'%' IDENTIFIED BY 'create table t (a int)'",
@@ -341,6 +339,9 @@ def test_statements_that_change_no_table_are_none(statement: str) -> None:
             "RENAME TABLE `my.db`.`a b` TO `x`",
             Ddl("rename", (), ((TableRef("my.db", "a b"), ref("x")),)),
         ),
+        # DROP DATABASE: every table of it goes, with no DROP TABLE logged for each.
+        ("DROP DATABASE x", Ddl("drop_database", (), dropped_database="x")),
+        ("drop schema if exists `shop 2`", Ddl("drop_database", (), dropped_database="shop 2")),
     ],
 )
 def test_parse_ddl(statement: str, expected: Ddl | None) -> None:

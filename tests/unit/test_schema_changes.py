@@ -193,6 +193,39 @@ def test_over_several_databases_each_table_is_followed_in_its_own_database() -> 
     assert set(tracker.captured()) == {"shop_2.orders"}
 
 
+def test_a_dropped_database_ends_its_tables_so_one_created_again_starts_empty() -> None:
+    """DROP DATABASE logs no DROP TABLE per table. Ignored, a shard's tables stayed captured
+    with their old rows, and a migration re-creating one with CREATE TABLE IF NOT EXISTS (the
+    table 'existed') applied its new rows on top of the dropped table's."""
+    one, two = _sharded("orders", "shop_1"), _sharded("orders", "shop_2")
+    items = _sharded("items", "shop_2")
+    server = _Server(**{"shop_2.orders": two})
+    tracker = SchemaTracker(
+        Capture(None, (r"shop_[0-9]+\.(orders|items)",)),
+        {t.qualified: SchemaEntry(_at(1), t) for t in (one, two, items)},
+        lambda t, o: None,
+        server,
+    )
+    for statement in ("DROP DATABASE `shop_2`", "drop schema if exists shop_2"):
+        dropped = list(tracker.on_statement(statement, "shop_1", _at(10)))
+        assert sorted((c.table, c.kind, c.after) for c in dropped) == [
+            ("shop_2.items", "drop", None),
+            ("shop_2.orders", "drop", None),
+        ]
+        assert set(tracker.captured()) == {"shop_1.orders"}
+        tracker = SchemaTracker(tracker.capture, {t.qualified: SchemaEntry(_at(1), t)
+                                                  for t in (one, two, items)},
+                                lambda t, o: None, server)  # fmt: skip
+    list(tracker.on_statement("DROP DATABASE shop_2", "", _at(10)))
+    statement = "CREATE TABLE IF NOT EXISTS orders (id INT PRIMARY KEY)"
+    [created] = tracker.on_statement(statement, "shop_2", _at(20))
+    assert (created.table, created.kind, created.before, created.after) == (
+        "shop_2.orders", "create", None, two,
+    )  # fmt: skip
+    assert LoggedStatement(_at(10), "", "DROP DATABASE shop_2").touches("shop_2", "orders")
+    assert not LoggedStatement(_at(10), "", "DROP DATABASE shop_2").touches("shop_1", "orders")
+
+
 def test_a_created_table_that_matches_is_captured_and_a_drop_ends_it() -> None:
     fresh = _table(name="fresh_1")
     server = _Server(fresh_1=fresh)
