@@ -4,11 +4,19 @@ It is Flink CDC's checkpointed split state. The plans of all tables are written 
 before any of their chunks is read, and reused on restart (re-splitting would misalign the chunks
 that already finished). A chunk becomes `finished` only after its rows are committed to bronze, so
 a crash between the two re-reads the chunk, and the idempotent bronze commit replaces its rows.
+
+The ledger only grows by appends, which cost Delta a fraction of a MERGE (measured: marking a
+snapshot's chunks by MERGE took ~2.9 s of a 7 s snapshot of two small tables): a plan row per
+chunk, and once chunks finish, a mark row each (no split column; its watermarks and row count).
+A chunk's state is its plan row with its newest mark applied (`current_chunks`); a chunk read
+twice (a crash between bronze and ledger) is marked twice, and the newer mark holds the
+watermarks of the read bronze kept. Plan rows finished in place (ledgers written by a MERGE)
+read the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,7 +26,7 @@ from pyspark.sql import types as T
 
 from binlake.chunks import ChunkRange, decode_key, encode_key
 from binlake.errors import LedgerError
-from binlake.lake import PathTable, source_prefix
+from binlake.lake import PathTable
 from binlake.offsets import BinlogOffset
 
 PENDING = "pending"
@@ -77,12 +85,12 @@ class Ledger:
         self.path = path
         self._lake_table = PathTable(path)  # under lake.root, with or without lake.catalog
 
-    def _create(self) -> None:
-        """The ledger, created empty unless it exists. Not `CREATE TABLE IF NOT EXISTS ...
-        LOCATION`: it names the table as SQL text, and finds a `file:///x` root and the
-        `file:/x` Delta records for it to be two locations."""
-        empty = self._spark.createDataFrame([], SCHEMA).write.format("delta").mode("ignore")
-        self._lake_table.save(empty)
+    def _append(self, rows: Sequence[tuple[object, ...]]) -> None:
+        """One commit of ledger rows; the first creates the ledger (a path table, not `CREATE
+        TABLE ... LOCATION`, which names it as SQL text and takes a `file:///x` root and the
+        `file:/x` Delta records for it for two locations)."""
+        frame = self._spark.createDataFrame(rows, SCHEMA)
+        self._lake_table.save(frame.write.format("delta").mode("append"))
 
     def exists(self) -> bool:
         return self._lake_table.exists(self._spark)
@@ -94,8 +102,7 @@ class Ledger:
         frame = self._lake_table.read(self._spark)
         if table is not None:
             frame = frame.where(frame["table"] == table)
-        states = [chunk_state(row.asDict()) for row in frame.collect()]
-        return sorted(states, key=lambda s: (s.table, s.chunk_id))
+        return current_chunks(row.asDict() for row in frame.collect())
 
     def record_plans(
         self, plans: Mapping[str, tuple[str, Callable[[], list[ChunkRange]]]]
@@ -119,12 +126,7 @@ class Ledger:
                 ]
                 new.extend(states[table])
         if new:
-            self._create()
-            self._lake_table.save(
-                self._spark.createDataFrame([_row(s) for s in new], SCHEMA)
-                .write.format("delta")
-                .mode("append")
-            )
+            self._append([_row(s) for s in new])
         return states
 
     def forget(self, table: str) -> None:
@@ -133,29 +135,45 @@ class Ledger:
             self._lake_table.delete(self._spark, F.col("table") == table)
 
     def mark_finished(self, results: Iterable[ChunkResult]) -> None:
-        """One MERGE that marks the chunks finished with their watermarks and row counts."""
+        """One commit appending a mark per chunk: finished, with its watermarks and row count."""
         now = datetime.now(UTC)
-        updates = [
-            (r.table, r.chunk_id, r.lw.file, r.lw.pos, r.hw.file, r.hw.pos, r.rows, now)
+        marks = [
+            (r.table, r.chunk_id, MARK, None, None, FINISHED, r.lw.file, r.lw.pos, r.hw.file,
+             r.hw.pos, r.rows, now)
             for r in results
-        ]
-        if not updates:
-            return
-        s = source_prefix(SCHEMA.fieldNames())
-        reported = ("lw_file", "lw_pos", "hw_file", "hw_pos", "rows", "updated_at")
-        source = self._spark.createDataFrame(
-            updates,
-            f"{s}table string, {s}chunk_id int, {s}lw_file string, {s}lw_pos long, "
-            f"{s}hw_file string, {s}hw_pos long, {s}rows long, {s}updated_at timestamp",
-        )
-        self._create()
-        on = (F.col("table") == F.col(f"{s}table")) & (F.col("chunk_id") == F.col(f"{s}chunk_id"))
-        (
-            self._lake_table.merge(source, on)
-            .whenMatched()
-            .update({"status": F.lit(FINISHED), **{c: F.col(f"{s}{c}") for c in reported}})
-            .merge()
-        )
+        ]  # fmt: skip
+        if marks:
+            self._append(marks)
+
+
+#: The split column of a mark row: a plan row always names one.
+MARK = ""
+#: What a mark row sets on its chunk's plan row.
+_MARKED = ("status", "lw_file", "lw_pos", "hw_file", "hw_pos", "rows")
+
+
+def current_chunks(rows: Iterable[Mapping[str, object]]) -> list[ChunkState]:
+    """The chunks that ledger rows record, ordered by table and chunk id: each plan row with its
+    newest mark (by `updated_at`) applied; a mark whose plan is gone (a table forgotten) is no
+    chunk."""
+    plans: dict[tuple[object, object], Mapping[str, object]] = {}
+    marks: dict[tuple[object, object], Mapping[str, object]] = {}
+    for row in rows:
+        key = (row["table"], row["chunk_id"])
+        if row["split_column"] != MARK:
+            plans[key] = row
+        elif key not in marks or _newer(row, marks[key]):
+            marks[key] = row
+    states = []
+    for key, plan in plans.items():
+        mark = marks.get(key)
+        merged = plan if mark is None else {**plan, **{c: mark[c] for c in _MARKED}}
+        states.append(chunk_state(dict(merged)))
+    return sorted(states, key=lambda s: (s.table, s.chunk_id))
+
+
+def _newer(row: Mapping[str, object], than: Mapping[str, object]) -> bool:
+    return row["updated_at"] > than["updated_at"]  # type: ignore[operator]
 
 
 def snapshot_rows(chunks: Iterable[ChunkState], table: str) -> int | None:

@@ -23,7 +23,7 @@ from binlake.config import Config
 from binlake.lake import PathTable, lake_table
 from binlake.lake_files import ArrowFiles, LakeFiles, join
 from binlake.layout import DELETED_COLUMN, IS_CURRENT, checkpoint_path, ledger_path, tables_path
-from binlake.ledger import ChunkState, chunk_state
+from binlake.ledger import ChunkState, current_chunks
 from binlake.lineage import current_lineage
 from binlake.offsets import bytes_behind
 from binlake.retention import duration, expiry_seconds
@@ -82,7 +82,7 @@ def ledger_chunks(path: str) -> list[ChunkState]:
         rows = DeltaTable(path).to_pyarrow_table().to_pylist()
     except TableNotFoundError:
         return []
-    return [chunk_state(row) for row in rows]
+    return current_chunks(rows)
 
 
 def _silver_rows(
