@@ -525,7 +525,7 @@ class FloorMerge:
         from binlake.offsets import position_token
         from binlake.silver import OFFSET_COLUMN, changelog_table, data_columns, silver_table
 
-        columns = data_columns(spark, silver_table(config, table), config)
+        columns = data_columns(spark, silver_table(config, table), config, table.qualified)
         assert columns is not None
         self.spark, self.target_path = spark, target_path
         self.names = columns.fieldNames()
