@@ -16,17 +16,27 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
 from binlake.config import Config
 from binlake.lake import PathTable, lake_table
 from binlake.lake_files import ArrowFiles, LakeFiles, join
-from binlake.layout import DELETED_COLUMN, IS_CURRENT, checkpoint_path, ledger_path, tables_path
+from binlake.layout import (
+    DELETED_COLUMN,
+    IS_CURRENT,
+    ROUTE_COLUMNS,
+    SOURCE_DB,
+    SOURCE_TABLE,
+    checkpoint_path,
+    ledger_path,
+    tables_path,
+)
 from binlake.ledger import ChunkState, current_chunks
 from binlake.lineage import current_lineage
 from binlake.offsets import bytes_behind
 from binlake.retention import duration, expiry_seconds
+from binlake.routes import member_of, silver_name
 from binlake.schema_history import StreamTables
 from binlake.silver import keeps_history, live_rows
 from binlake.snapshot import batch_ids, with_resolved_password
@@ -89,33 +99,52 @@ def _silver_rows(
     config: Config, table: str, spark: Callable[[], SparkSession]
 ) -> tuple[int | None, int | None]:
     """Silver's exact count of live rows (soft-deleted rows and ended versions left out), and of
-    an scd2 silver's versions (None for a silver of latest rows); None before silver exists."""
-    database, name = table.split(".", 1)
-    silver = lake_table(config.lake, "silver", database, name)
+    an scd2 silver's versions (None for a silver of latest rows); None before silver exists.
+    A path table is read by delta-rs, unless it has a table feature delta-rs lacks (type
+    widening, taken when a column widened): then by Spark."""
+    silver = lake_table(config.lake, "silver", *silver_name(config, table))
     history = keeps_history(config, table)
     if isinstance(silver, PathTable):
         try:
-            delta = DeltaTable(silver.path)
+            return _count_with_delta_rs(config, table, silver.path, history)
         except TableNotFoundError:
             return None, None
-        # An exact count: `DeltaTable.count()` sums file statistics, blind to deletion vectors.
-        live = "true"
-        if history:
-            live = IS_CURRENT
-        elif config.silver.deletes == "soft" and DELETED_COLUMN in delta.schema().to_arrow().names:
-            live = f"{DELETED_COLUMN} IS NULL"
-        counted = (
-            QueryBuilder()
-            .register("silver", delta)
-            .execute(f"SELECT count(*) FILTER (WHERE {live}), count(*) FROM silver")
-        )
-        rows, versions = pa.table(counted.read_all()).to_pylist()[0].values()
-        return int(rows), int(versions) if history else None
+        except DeltaError as exc:
+            if "Unsupported table features" not in str(exc):
+                raise
     session = spark()
     if not silver.exists(session):
         return None, None
     frame = silver.read(session)
     return live_rows(frame, config, table).count(), frame.count() if history else None
+
+
+def _count_with_delta_rs(
+    config: Config, table: str, path: str, history: bool
+) -> tuple[int | None, int | None]:
+    delta = DeltaTable(path)
+    # An exact count: `DeltaTable.count()` sums file statistics, blind to deletion vectors.
+    live = "true"
+    if history:
+        live = IS_CURRENT
+    elif config.silver.deletes == "soft" and DELETED_COLUMN in delta.schema().to_arrow().names:
+        live = f"{DELETED_COLUMN} IS NULL"
+    member = member_of(config, table)
+    if member is None:
+        sql = f"SELECT count(*) FILTER (WHERE {live}), count(*) FROM silver"
+    else:  # a route's silver, counted per member (grouped: no name is written into SQL)
+        routes = ", ".join(ROUTE_COLUMNS)
+        sql = (
+            f"SELECT count(*) FILTER (WHERE {live}), count(*), {routes} FROM silver "
+            f"GROUP BY {routes}"
+        )
+    counted = pa.table(QueryBuilder().register("silver", delta).execute(sql).read_all())
+    own = [
+        r for r in counted.to_pylist()
+        if member is None or (r[SOURCE_DB], r[SOURCE_TABLE]) == (member.database, member.table)
+    ]  # fmt: skip
+    rows, versions = list(own[0].values())[:2] if own else (0, 0)
+    return int(rows), int(versions) if history else None
 
 
 @dataclass(frozen=True)
