@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from binlake.capture import Capture, table_matches
+from binlake.capture import Capture, qualified, split_qualified, table_matches
 from binlake.errors import ConfigError
 
 _ROWS_PER_COMMIT = 1_000_000
@@ -479,6 +479,47 @@ class StreamConfig(_Section):
 SilverHistory = Literal["latest", "scd2"]
 
 
+class Route(_Section):
+    """Source tables merged into one silver table (`silver.routes`)."""
+
+    #: A regex fully matching `db.table` (or the table's name), as `source.tables` takes them.
+    source: str
+    #: The silver table, `db.table` or a name in the source table's own database; `\1`, `\2`
+    #: take the groups `source` captured (`shop_(eu|us)_[0-9]+\.orders` → `shop.orders_\1`).
+    target: str
+
+    @field_validator("source")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+        return value
+
+    @field_validator("target")
+    @classmethod
+    def _table_name(cls, value: str) -> str:
+        if not value or value.count(".") > 1 or "" in value.split("."):
+            raise ValueError(f"expected a table name or db.table, got {value!r}")
+        return value
+
+    def target_of(self, table: str) -> str | None:
+        """The silver table ("db.table") `table` ("db.table") lands in, if this route takes it."""
+        database, name = split_qualified(table)
+        match = re.fullmatch(self.source, table) or re.fullmatch(self.source, name)
+        if match is None:
+            return None
+        try:
+            target = match.expand(self.target)
+        except (re.error, IndexError) as exc:
+            raise ConfigError(
+                f"silver.routes: target {self.target!r} of {self.source!r} cannot name the "
+                f"silver table of {table}: {exc}"
+            ) from None
+        return target if "." in target else qualified(database, target)
+
+
 class SilverConfig(_Section):
     #: `hard`: a row deleted at the source is deleted from silver. `soft`: it stays, with
     #: `_deleted_at` set to the delete's binlog commit time (NULL on live rows); a key inserted
@@ -492,6 +533,21 @@ class SilverConfig(_Section):
     #: Per-table `history`, by table name, `db.table` or a regex of either (wins over
     #: `history`): `{customers: scd2}`.
     history_tables: dict[str, SilverHistory] = Field(default_factory=dict)
+    #: Source tables merged into one silver table each (sharded tables), the first route whose
+    #: `source` matches a table taking it; silver's key leads with `_source_db` and
+    #: `_source_table`, so equal keys of two shards stay two rows.
+    routes: list[Route] = Field(default_factory=list)
+
+    @field_validator("routes", mode="before")
+    @classmethod
+    def _no_routes(cls, value: Any) -> Any:
+        """An empty job parameter (`--set silver.routes=`) is no route."""
+        return [] if value in (None, "") else value
+
+    def route_of(self, table: str) -> str | None:
+        """The silver table ("db.table") that `table` ("db.table") is routed into; None: its
+        own."""
+        return next((t for r in self.routes if (t := r.target_of(table)) is not None), None)
 
     @field_validator("history_tables", mode="before")
     @classmethod

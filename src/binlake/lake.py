@@ -79,6 +79,11 @@ class LakeTable(ABC):
         of `rows` (the chunk reports) are delivered: Spark delivers none from a
         create-as-select, nor from a catalog table's `saveAsTable` overwrite."""
 
+    def replace_rows(self, rows: DataFrame, where: Column) -> None:
+        """Replace the rows `where` holds (an expression of the table's columns and literals)
+        with `rows`, in one commit (Spark's V2 overwrite-by-condition)."""
+        rows.writeTo(self.sql).overwrite(where)
+
     def merge(self, source: DataFrame, on: Column) -> MergeIntoWriter:
         """A MERGE of `source` into this table. `on` and the clauses name this table's columns
         unqualified, so `source`'s columns must have other names (`source_prefix`)."""
@@ -220,6 +225,13 @@ def enable_column_mapping(spark: SparkSession, table: LakeTable) -> None:
         "'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
         "'delta.minWriterVersion' = '5')"
     )
+
+
+def widen(spark: SparkSession, table: LakeTable, column: str, kind: T.DataType) -> None:
+    """Widen `column` (quoted, or a quoted path into a struct) to `kind` in place (Delta type
+    widening: no file is rewritten)."""
+    spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    spark.sql(f"ALTER TABLE {table.sql} ALTER COLUMN {column} TYPE {kind.simpleString()}")
 
 
 def source_prefix(target_columns: Iterable[str]) -> str:

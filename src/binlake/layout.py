@@ -33,6 +33,10 @@ DELETED_COLUMN = "_deleted_at"
 VALID_FROM, VALID_TO, IS_CURRENT = "_valid_from", "_valid_to", "_is_current"
 END_OFFSET = "_binlake_end_offset"
 HISTORY_COLUMNS = (VALID_FROM, VALID_TO, IS_CURRENT, END_OFFSET)
+#: With `silver.routes`, the columns of a route's silver naming each row's source database and
+#: table (the leading part of its key).
+SOURCE_DB, SOURCE_TABLE = "_source_db", "_source_table"
+ROUTE_COLUMNS = (SOURCE_DB, SOURCE_TABLE)
 #: The event log's table name in the silver schema, with `lake.catalog`.
 EVENTS_TABLE = "binlake_events"
 

@@ -32,11 +32,20 @@ from binlake.lake import (
     bronze_table,
     column_mapping,
     column_name,
+    create_schemas,
     enable_column_mapping,
     lake_table,
     source_prefix,
 )
-from binlake.layout import DELETED_COLUMN, END_OFFSET, HISTORY_COLUMNS, IS_CURRENT, VALID_TO
+from binlake.layout import (
+    DELETED_COLUMN,
+    END_OFFSET,
+    HISTORY_COLUMNS,
+    IS_CURRENT,
+    ROUTE_COLUMNS,
+    VALID_TO,
+)
+from binlake.routes import Member, member_of, reconcile, silver_name
 from binlake.row_filters import filtered_changes
 from binlake.schema import TableSchema
 from binlake.silver_history import (
@@ -63,7 +72,8 @@ SIDE_BY_SIDE_CHANGES = 10_000
 
 
 def silver_table(config: Config, table: TableSchema) -> LakeTable:
-    return lake_table(config.lake, "silver", table.database, table.name)
+    """The silver table `table` lands in: its own, or its route's (`routes`)."""
+    return lake_table(config.lake, "silver", *silver_name(config, table.qualified))
 
 
 def changelog_table(config: Config, table: TableSchema) -> LakeTable:
@@ -115,6 +125,11 @@ def _ensure_silver(
     silver = silver_table(config, table)
     exists = silver.exists(spark)
     _require_history_as_configured(spark, config, table, silver, exists)
+    member = member_of(config, table.qualified)
+    if member is not None:
+        replace = replace or not exists
+        _ensure_member(spark, config, table, member, from_bronze, replace, bronze_rows)
+        return
     if keeps_history(config, table.qualified):
         _ensure_history(spark, config, table, from_bronze, replace or not exists, exists)
         return
@@ -124,19 +139,11 @@ def _ensure_silver(
             _keep_deleted_rows(spark, silver)
         return
     columns = list(table.column_names)
-    deleted = [F.lit(None).cast(T.TimestampType()).alias(DELETED_COLUMN)] if soft else []
     if from_bronze:
-        key = [F.col(column_name(k)) for k in table.key]
-        rows = _bronze_rows(spark, config, table).select("*", *deleted)
-        one_file = bronze_rows is not None and bronze_rows <= SILVER_FILE_ROWS
-        initial = (
-            rows.coalesce(1) if one_file else rows.repartitionByRange(*key)
-        ).sortWithinPartitions(*key)
+        rows = _bronze_rows(spark, config, table).select("*", *_deleted_column(config))
+        initial = _laid_out(rows, table, bronze_rows)
     else:
-        meta = [T.StructField(OFFSET_COLUMN, T.StringType())]
-        if soft:
-            meta.append(T.StructField(DELETED_COLUMN, T.TimestampType()))
-        initial = spark.createDataFrame([], T.StructType([*spark_schema(table).fields, *meta]))
+        initial = spark.createDataFrame([], _silver_schema(config, table))
     mapping = column_mapping(columns)
     if mapping and not exists and from_bronze:
         # Delta refuses a table's first commit holding rows when it maps columns by name and
@@ -146,6 +153,84 @@ def _ensure_silver(
         exists = True
     _save_silver(initial, silver, mapping, "overwrite" if exists else "error")
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
+
+
+def _laid_out(rows: DataFrame, table: TableSchema, bronze_rows: int | None) -> DataFrame:
+    """`rows` in key order, in files of disjoint key ranges (see `ensure_silver`)."""
+    key = [F.col(column_name(k)) for k in table.key]
+    one_file = bronze_rows is not None and bronze_rows <= SILVER_FILE_ROWS
+    return (rows.coalesce(1) if one_file else rows.repartitionByRange(*key)).sortWithinPartitions(
+        *key
+    )
+
+
+def _deleted_column(config: Config) -> list[Column]:
+    """`_deleted_at` of live rows, with `silver.deletes: soft`."""
+    soft = config.silver.deletes == "soft"
+    return [F.lit(None).cast(T.TimestampType()).alias(DELETED_COLUMN)] if soft else []
+
+
+def _silver_schema(config: Config, table: TableSchema, *leading: T.StructField) -> T.StructType:
+    """The schema of an empty silver (of latest rows) of `table`."""
+    meta = [T.StructField(OFFSET_COLUMN, T.StringType())]
+    if config.silver.deletes == "soft":
+        meta.append(T.StructField(DELETED_COLUMN, T.TimestampType()))
+    return T.StructType([*leading, *spark_schema(table).fields, *meta])
+
+
+def _ensure_member(
+    spark: SparkSession,
+    config: Config,
+    table: TableSchema,
+    member: Member,
+    from_bronze: bool,
+    replace: bool,
+    bronze_rows: int | None,
+) -> None:
+    """A routed table's rows in its route's silver (see `routes`): the silver created empty by
+    its first member, each member's columns reconciled with it, and the member's rows replaced
+    by bronze's (or by none) in one commit that touches no other member's rows."""
+    silver = silver_table(config, table)
+    route = [T.StructField(c, T.StringType()) for c in ROUTE_COLUMNS]
+    if not silver.exists(spark):
+        create_schemas(spark, config, [silver_name(config, table.qualified)[0]])
+        empty = spark.createDataFrame([], _silver_schema(config, table, *route))
+        _save_silver(empty, silver, column_mapping(list(table.column_names)), "error")
+    elif config.silver.deletes == "soft":
+        _keep_deleted_rows(spark, silver)
+    held = silver.schema(spark)
+    assert held is not None
+    reconcile(spark, silver, held, table.qualified, spark_schema(table).fields)
+    if not replace:
+        return
+    if from_bronze:
+        rows = _bronze_rows(spark, config, table).select(
+            *member.columns(), "*", *_deleted_column(config)
+        )
+        rows = _laid_out(rows, table, bronze_rows)
+    else:
+        rows = spark.createDataFrame([], _silver_schema(config, table, *route))
+    held = silver.schema(spark)
+    assert held is not None
+    silver.replace_rows(_conformed(rows, held), member.rows)
+    log.info(
+        "silver %s: the rows of %s replaced (%s)",
+        silver, table.qualified, "from bronze" if from_bronze else "empty",
+    )  # fmt: skip
+
+
+def _conformed(rows: DataFrame, schema: T.StructType) -> DataFrame:
+    """`rows` with every column of `schema`, in its order and types: NULL where `rows` has no
+    such column (another member's)."""
+    held = {name.lower(): name for name in rows.columns}
+    return rows.select(
+        *[
+            (F.col(column_name(held[f.name.lower()])) if f.name.lower() in held else F.lit(None))
+            .cast(f.dataType)
+            .alias(f.name)
+            for f in schema.fields
+        ]
+    )
 
 
 def _bronze_rows(spark: SparkSession, config: Config, table: TableSchema) -> DataFrame:
@@ -267,7 +352,9 @@ def meta_columns(config: Config, table: str) -> tuple[str, ...]:
     """Silver's columns that are binlake's, not the source's, for `table` ("db.table")."""
     if keeps_history(config, table):
         return (OFFSET_COLUMN, *HISTORY_COLUMNS)
-    return (OFFSET_COLUMN, DELETED_COLUMN) if config.silver.deletes == "soft" else (OFFSET_COLUMN,)
+    route = ROUTE_COLUMNS if config.silver.route_of(table) is not None else ()
+    soft = (DELETED_COLUMN,) if config.silver.deletes == "soft" else ()
+    return (*route, OFFSET_COLUMN, *soft)
 
 
 def data_columns(
@@ -284,7 +371,10 @@ def data_columns(
 
 def live_rows(silver: DataFrame, config: Config, table: str) -> DataFrame:
     """Silver's rows the source holds, for `table` ("db.table"): without the soft-deleted ones,
-    or an scd2 silver's current versions."""
+    or an scd2 silver's current versions; only its own in a route's silver."""
+    member = member_of(config, table)
+    if member is not None:
+        silver = silver.where(member.rows)
     if keeps_history(config, table):
         return current_versions(silver)
     if config.silver.deletes == "soft" and DELETED_COLUMN in silver.columns:
@@ -331,6 +421,7 @@ class TableApply:
         #: since (a failover, read again by GTID on the new one, at other offsets): the MERGE
         #: and the changelog append that hold a change of that range ran then, and are skipped.
         self.applied_before = applied_before
+        self.member = member_of(config, table.qualified)
 
     def __call__(self, changes: DataFrame) -> int:
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
@@ -348,7 +439,8 @@ class TableApply:
             # Each is idempotent on its own, so a crash between them, or during either, is
             # replayed exactly whatever the order.
             spark = typed.sparkSession
-            merge = not self._applied(silver_table(self.config, self.table), spark)
+            silver = silver_table(self.config, self.table)
+            merge = not self._applied(silver, spark, self.member)
             append = not self._applied(changelog_table(self.config, self.table), spark)
             if count < SIDE_BY_SIDE_CHANGES or not (merge and append):
                 if merge:
@@ -364,8 +456,9 @@ class TableApply:
         finally:
             typed.unpersist()
 
-    def _applied(self, table: LakeTable, spark: SparkSession) -> bool:
-        """Whether `table` holds a change of `applied_before` (the write of that table ran)."""
+    def _applied(self, table: LakeTable, spark: SparkSession, member: Member | None = None) -> bool:
+        """Whether `table` holds a change of `applied_before` (the write of that table ran):
+        among `member`'s rows, in a route's silver."""
         if self.applied_before is None or not table.exists(spark):
             return False
         low, high = self.applied_before
@@ -373,6 +466,8 @@ class TableApply:
         held = F.col(OFFSET_COLUMN).between(low, high)
         if END_OFFSET in rows.columns:  # an scd2 silver: a batch of deletes only ends versions
             held = held | F.col(END_OFFSET).between(low, high)
+        if member is not None:
+            held = held & member.rows
         return not rows.where(held).isEmpty()
 
     def _key_type(self, key: str) -> T.DataType:
@@ -467,6 +562,9 @@ class TableApply:
         for k in self.table.key:
             on = on & (F.col(column_name(k)) == source(k))
         values = {column_name(c): source(c) for c in names}
+        if self.member is not None:  # a route's silver: only this member's rows are its rows
+            on = self.member.rows & on
+            values.update(self.member.values())
         newer = F.col(column_name(OFFSET_COLUMN)) < source(OFFSET_COLUMN)
         deleted = F.col(column_name(s)) == "delete"
         merge = silver.merge(collapsed, on)

@@ -11,10 +11,11 @@ the remedy. The changelog only grows: new columns join its images (`mergeSchema`
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import replace
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -28,8 +29,10 @@ from binlake.lake import (
     column_name,
     create_schemas,
     enable_column_mapping,
+    widen,
 )
-from binlake.offsets import BinlogOffset, position_token
+from binlake.offsets import position_token
+from binlake.routes import Member, member_of, reconcile
 from binlake.schema import TableSchema
 from binlake.schema_changes import ColumnChange, column_changes, literal_default, unapplicable
 from binlake.schema_history import SchemaChange
@@ -72,7 +75,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
             f"{_remedy(change)}"
         )
     silver = silver_table(config, after)
-    if silver.exists(spark) and _applied(spark, silver, change.offset):
+    if silver.exists(spark) and _applied(spark, config, silver, change):
         log.info("%s %s: already in silver (a replayed batch)", change.table, change.where())
         return
     if change.kind == "truncate":
@@ -84,7 +87,8 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
         _alter(spark, config, change, change.before, after)
     if silver.exists(spark):
         token = position_token(change.offset, 0)
-        spark.sql(f"ALTER TABLE {silver.sql} SET TBLPROPERTIES ('{APPLIED_PROPERTY}' = '{token}')")
+        key = _applied_property(config, change.table)
+        spark.sql(f"ALTER TABLE {silver.sql} SET TBLPROPERTIES ('{key}' = '{token}')")
 
 
 def _as_landed(config: Config, change: SchemaChange) -> SchemaChange:
@@ -103,7 +107,8 @@ def _empty(spark: SparkSession, config: Config, silver: LakeTable, change: Schem
     if keeps_history(config, change.table):
         end_current(spark, silver, position_token(change.offset, 0), change.ts)
     else:
-        silver.delete(spark)
+        member = member_of(config, change.table)
+        silver.delete(spark, None if member is None else member.rows)
 
 
 def _gone(change: SchemaChange) -> None:
@@ -120,9 +125,17 @@ def _gone(change: SchemaChange) -> None:
         )  # fmt: skip
 
 
-def _applied(spark: SparkSession, silver: LakeTable, offset: BinlogOffset) -> bool:
-    applied = silver.properties(spark).get(APPLIED_PROPERTY)
-    return applied is not None and applied >= position_token(offset, 0)
+def _applied(spark: SparkSession, config: Config, silver: LakeTable, change: SchemaChange) -> bool:
+    applied = silver.properties(spark).get(_applied_property(config, change.table))
+    return applied is not None and applied >= position_token(change.offset, 0)
+
+
+def _applied_property(config: Config, table: str) -> str:
+    """The property holding the last DDL of `table` ("db.table") silver took: a route's silver
+    keeps one per member, whose DDLs are applied in each member's binlog order, not in one."""
+    if member_of(config, table) is None:
+        return APPLIED_PROPERTY
+    return f"{APPLIED_PROPERTY}.{hashlib.sha256(table.encode()).hexdigest()[:16]}"
 
 
 def _remedy(change: SchemaChange) -> str:
@@ -162,6 +175,10 @@ def _alter(
 def _apply_column_change(
     spark: SparkSession, config: Config, silver: LakeTable, after: TableSchema, change: ColumnChange
 ) -> None:
+    member = member_of(config, after.qualified)
+    if member is not None:
+        _apply_to_member(spark, config, silver, after, change, member)
+        return
     evolve = config.stream.schema_changes == "evolve"
     held = data_columns(spark, silver, config, after.qualified) or T.StructType([])
     if change.kind == "add":
@@ -186,10 +203,42 @@ def _apply_column_change(
     elif change.kind == "retype" and change.new_type is not None:
         held_type = _field(held, change.column)
         if held_type is not None and held_type.dataType != change.new_type:
-            _widen(spark, silver, change.column, change.new_type)
+            widen(spark, silver, column_name(change.column), change.new_type)
+    _follow_in_changelog(spark, config, after, change)
+
+
+def _apply_to_member(
+    spark: SparkSession,
+    config: Config,
+    silver: LakeTable,
+    after: TableSchema,
+    change: ColumnChange,
+    member: Member,
+) -> None:
+    """A routed table's column change, in its route's silver (see `routes`): a column is added
+    or widened for every member, and only this member's rows take its default or a renamed
+    column's values; a dropped column stays, the other members may hold it."""
+    kind = change.old_type if change.kind == "rename" else change.new_type
+    if change.kind != "drop" and kind is not None:
+        held = data_columns(spark, silver, config, after.qualified) or T.StructType([])
+        reconcile(spark, silver, held, after.qualified, [T.StructField(change.column, kind)])
+    if change.kind == "add":
+        _add_column(spark, config, silver, after, change.column, kind, member.rows)
+    elif change.kind == "rename" and change.old_name is not None:
+        moved = {column_name(change.column): F.col(column_name(change.old_name))}
+        silver.update(spark, moved, where=member.rows)
+    _follow_in_changelog(spark, config, after, change)
+
+
+def _follow_in_changelog(
+    spark: SparkSession, config: Config, after: TableSchema, change: ColumnChange
+) -> None:
+    """The changelog's images take a retyped column's new type, and room for an added or
+    renamed one (the column itself joins them at its first append)."""
+    if change.kind == "retype" and change.new_type is not None:
         changelog = changelog_table(config, after)
         for side in _image_sides_holding(spark, changelog, change.column):
-            _widen(spark, changelog, f"{side}.{column_name(change.column)}", change.new_type)
+            widen(spark, changelog, f"{side}.{column_name(change.column)}", change.new_type)
     if change.kind in ("add", "rename"):
         kind = change.new_type if change.kind == "add" else change.old_type
         _make_room_in_changelog(spark, config, after, change.column, kind)
@@ -261,12 +310,14 @@ def _add_column(
     after: TableSchema,
     column: str,
     kind: T.DataType | None,
+    rows: Column | None = None,
 ) -> None:
     """Add `column` unless silver has it; the rows silver holds (all written before the DDL:
     its later rows are merged after it) take the source's literal default, as the source's rows
     do. The default is set whether or not the column was just added, so a run cut short between
     the two converges; a column silver already held (a lenient drop, now added again) is set to
-    the default or NULL, dropping the values of the column the source dropped."""
+    the default or NULL, dropping the values of the column the source dropped. In a route's
+    silver only the member's `rows` take the default."""
     columns = data_columns(spark, silver, config, after.qualified)
     if columns is None or kind is None:
         return
@@ -279,12 +330,7 @@ def _add_column(
     default = literal_default(after, column)
     if default is not None or held:
         value = F.lit(default).cast(kind)
-        silver.update(spark, {column_name(column): value})
-
-
-def _widen(spark: SparkSession, table: LakeTable, column: str, kind: T.DataType) -> None:
-    spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
-    spark.sql(f"ALTER TABLE {table.sql} ALTER COLUMN {column} TYPE {kind.simpleString()}")
+        silver.update(spark, {column_name(column): value}, where=rows)
 
 
 def _bring_in(
@@ -298,7 +344,13 @@ def _bring_in(
             f"binlog. Snapshot it with `binlake snapshot --tables {change.name}`; the stream "
             "then captures it"
         )
-    if silver.exists(spark):
+    if member_of(config, change.table) is not None:
+        # A shard created (again): its rows in the route's silver are none from here on, and
+        # its columns join silver's.
+        ensure_silver(spark, config, after, from_bronze=False, replace=True)
+        for field in spark_schema(after).fields:
+            _make_room_in_changelog(spark, config, after, field.name, field.dataType)
+    elif silver.exists(spark):
         # Created again (after a DROP, or by CREATE OR REPLACE): the new table starts empty, and
         # its Change Data Feed shows the old rows' deletes.
         _empty(spark, config, silver, change)

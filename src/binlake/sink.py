@@ -33,6 +33,7 @@ from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.offsets import MAX_ROW, BinlogOffset, bytes_behind, position_token
 from binlake.retention import warn_if_purge_near
+from binlake.routes import group_by_silver
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaChange, SchemaHistory, StreamTables
 from binlake.silver import (
@@ -178,7 +179,7 @@ class BatchSink:
             )  # fmt: skip
             return name, seconds
 
-        return side_by_side(one, names)
+        return side_by_side(one, names, self.config)
 
 
 def apply_table_changes(
@@ -330,7 +331,7 @@ def join_ready_tables(
         apply_table_changes(spark, config, history, registry, caught_up.frame, name, own)
 
     try:
-        side_by_side(join, ready)
+        side_by_side(join, ready, config)
     finally:
         caught_up.frame.unpersist()
     ready = [t for t in ready if not resets.pending(t)]  # else sent back during its catch-up
@@ -383,7 +384,14 @@ def _catch_up(
 APPLY_THREADS = 8
 
 
-def side_by_side(step: Callable[[str], _T], names: list[str]) -> list[_T]:
-    """`step` of each table, up to `APPLY_THREADS` at once; the first failure is raised."""
-    with ThreadPoolExecutor(max_workers=max(min(len(names), APPLY_THREADS), 1)) as pool:
-        return list(pool.map(step, names))
+def side_by_side(step: Callable[[str], _T], names: list[str], config: Config) -> list[_T]:
+    """`step` of each table ("db.table"), up to `APPLY_THREADS` at once, but one after another
+    for the tables of one silver (a route's members: two writes into one Delta table
+    conflict); the first failure is raised."""
+
+    def in_turn(group: list[str]) -> list[_T]:
+        return [step(name) for name in group]
+
+    groups = group_by_silver(config, names)
+    with ThreadPoolExecutor(max_workers=max(min(len(groups), APPLY_THREADS), 1)) as pool:
+        return [done for group in pool.map(in_turn, groups) for done in group]

@@ -374,7 +374,7 @@ def _start_and_follow(
         if not history.entries(name):  # a lake from before the schema history
             history.reset(name, SchemaEntry(start, table))
 
-    side_by_side(prepare, [t.qualified for t in applied])
+    side_by_side(prepare, [t.qualified for t in applied], config)
     if first_start:
         registry.update(lambda recorded: {**joined, **recorded})
     spec = replace(

@@ -18,7 +18,7 @@ from binlake.capture import table_matches
 from binlake.column_rules import check_column_rules, lake_view
 from binlake.config import Config, SourceConfig
 from binlake.errors import ConfigError, SourceError
-from binlake.layout import DELETED_COLUMN, EVENTS_TABLE, HISTORY_COLUMNS
+from binlake.layout import DELETED_COLUMN, EVENTS_TABLE, HISTORY_COLUMNS, ROUTE_COLUMNS
 from binlake.schema import TableSchema
 from binlake.source import (
     ER_COLUMNACCESS_DENIED,
@@ -77,6 +77,7 @@ def validate(
     _check_event_table_name(config, tables)
     _check_soft_delete_column(config, tables)
     _check_history(config, tables)
+    _check_routes(config, tables)
     _check_table_keys("source.row_filters", config.source.row_filters, tables)
     _check_table_keys("source.column_rules", config.source.column_rules, tables)
     check_column_rules(config.source, tables)
@@ -151,6 +152,36 @@ def _check_history(config: Config, tables: list[TableSchema]) -> None:
                 f"table {table.qualified} has a column {clash[0]!r}, which silver.history: scd2 "
                 "adds to silver for each version: leave the table out of scd2 "
                 "(silver.history_tables), or out of source.tables"
+            )
+
+
+def _check_routes(config: Config, tables: list[TableSchema]) -> None:
+    """Each route takes a captured table; a route's silver keeps latest rows (an scd2 join
+    restores the whole table, every member's rows), has the route columns to itself, and is no
+    unrouted table's silver."""
+    _check_table_keys("silver.routes", [r.source for r in config.silver.routes], tables)
+    unrouted = {t.qualified for t in tables if config.silver.route_of(t.qualified) is None}
+    for table in tables:
+        target = config.silver.route_of(table.qualified)
+        if target is None:
+            continue
+        if config.silver.history_of(table.qualified) == "scd2":
+            raise ConfigError(
+                f"silver.routes routes {table.qualified} into {target}, and silver.history makes "
+                "it scd2: a route's silver keeps each member's latest rows. Leave the table out "
+                "of scd2 (silver.history_tables), or out of the route"
+            )
+        clash = [n for n in table.column_names if n.lower() in ROUTE_COLUMNS]
+        if clash:
+            raise ConfigError(
+                f"table {table.qualified} has a column {clash[0]!r}, which silver.routes adds to "
+                f"its route's silver {target} to tell the shards apart: leave it out of the route"
+            )
+        if target in unrouted:
+            raise ConfigError(
+                f"silver.routes routes {table.qualified} into {target}, which is the silver table "
+                f"of the captured table {target} too: route {target} as well (its rows then "
+                "carry its name), or give the route another target"
             )
 
 

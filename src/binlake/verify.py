@@ -32,6 +32,7 @@ from binlake.schema import TableSchema
 from binlake.silver import live_rows, silver_table
 from binlake.snapshot import read_chunks, with_resolved_password
 from binlake.source import connection
+from binlake.typemap import spark_schema
 from binlake.validation import validate
 
 
@@ -120,14 +121,19 @@ def _same(ours: Row | None, theirs: Row | None) -> bool:
 def _assign_chunks(
     silver: DataFrame, source: SourceConfig, table: TableSchema, chunks: list[ChunkState]
 ) -> DataFrame:
-    """Silver's data columns plus `_chunk_id`, placed by MySQL's order of the split key."""
+    """Silver's data columns, in the source's types, plus `_chunk_id`, placed by MySQL's order
+    of the split key. (Silver may hold a column wider: a route's silver holds the widest type of
+    its members, and the checksum hashes values as typed.)"""
     bounds = [(encode_key(c.range.start), encode_key(c.range.end)) for c in chunks]
     ids = [c.chunk_id for c in chunks]
     names = list(table.column_names)
-    fields = [silver.schema[c] for c in names]
+    kinds = {f.name: f.dataType for f in spark_schema(table).fields}
+    fields = [T.StructField(c, kinds.get(c, silver.schema[c].dataType)) for c in names]
     # Positional names going in: mapInArrow resolves its input columns by name, parsing a dot in
     # one as a struct field.
-    data = silver.select(*[F.col(column_name(c)).alias(f"_{i}") for i, c in enumerate(names)])
+    data = silver.select(
+        *[F.col(column_name(f.name)).cast(f.dataType).alias(f"_{i}") for i, f in enumerate(fields)]
+    )
     schema = T.StructType([*fields, T.StructField("_chunk_id", T.IntegerType())])
     split = table.split_index
 

@@ -519,3 +519,43 @@ def test_table_layout_properties_are_text_and_an_empty_parameter_is_no_layout() 
     assert config.lake.layout_of("shop.customers") is None
     empty = parse_config({"source": {"database": "shop"}, "lake": {"table_layout": ""}})
     assert empty.lake.table_layout == {}
+
+
+def test_routes_name_their_silver_by_db_table_with_the_source_s_groups() -> None:
+    config = parse_config(
+        {
+            "source": {"tables": [r"shop_[0-9]+\.orders", r"shop_[0-9]+\.orders_[0-9]+"]},
+            "silver": {
+                "routes": [
+                    {"source": r"shop_(eu|us)_[0-9]+\.(orders)", "target": r"shop.\2_\1"},
+                    {"source": r"orders_[0-9]+", "target": "orders"},  # a name: its own db
+                ]
+            },
+        }
+    )
+    route_of = config.silver.route_of
+    assert route_of("shop_eu_1.orders") == "shop.orders_eu"
+    assert route_of("shop_us_22.orders") == "shop.orders_us"
+    assert route_of("shop_3.orders_07") == "shop_3.orders"  # the second route, by table name
+    assert route_of("shop_eu_1.orders_07") == "shop_eu_1.orders"
+    assert route_of("shop_eu_1.customers") is None  # no route: its own silver
+    assert route_of("shop_eux_1.orders") is None  # a regex matches all of the name, not a part
+
+
+def test_a_route_with_a_bad_regex_or_target_is_refused_before_any_work() -> None:
+    source = {"database": "shop"}
+    bad_regex = {"source": source, "silver": {"routes": [{"source": "orders_(", "target": "o"}]}}
+    assert "silver.routes.0.source: 'orders_(' is not a regular expression" in config_error(
+        bad_regex
+    )
+    bad_target = {"source": source, "silver": {"routes": [{"source": "o", "target": "a.b.c"}]}}
+    assert "silver.routes.0.target: expected a table name or db.table" in config_error(bad_target)
+    assert "target: Field required" in config_error(
+        {"source": source, "silver": {"routes": [{"source": "o"}]}}
+    )
+    missing_group = parse_config(
+        {"source": source, "silver": {"routes": [{"source": "orders_[0-9]+", "target": r"\1"}]}}
+    )
+    with pytest.raises(ConfigError, match=r"target '\\\\1' of 'orders_\[0-9\]\+' cannot name"):
+        missing_group.silver.route_of("shop.orders_1")
+    assert parse_config({**MINIMAL, "silver": {"routes": ""}}).silver.routes == []
