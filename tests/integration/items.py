@@ -121,12 +121,12 @@ def assert_silver_is_source(
     layer: str = "silver",
     source_where: str = "TRUE",
     database: str | None = None,
-    routed_into: str | None = None,
+    routed_into: tuple[str, str] | None = None,
 ) -> list[str]:
     """Silver's rows (or bronze's; those matching `where`, if given), projected on the source's
     columns, equal the source's (those matching `source_where`; `sql` runs in `database`, by
-    default `source.database`); returns the table's column names. `routed_into`: silver is
-    table `table` of that database, a route's, whose rows of `database`.`table` are compared."""
+    default `source.database`); returns the table's column names. `routed_into`: the
+    (database, table) of a route's silver, whose rows of `database`.`table` are compared."""
     columns = source_columns(sql, table)
     names = [n for n, _ in columns]
     schema = T.StructType([T.StructField(n, t, True) for n, t in columns])
@@ -134,7 +134,7 @@ def assert_silver_is_source(
     rows = sql(f"SELECT {quoted} FROM `{table}` WHERE {source_where}")
     expected = spark.createDataFrame(rows, schema)
     database = database or config.source.database
-    silver = lake_table(config.lake, layer, routed_into or database, table).read(spark)
+    silver = lake_table(config.lake, layer, *(routed_into or (database, table))).read(spark)
     if routed_into is not None:
         silver = silver.where((F.col("_source_db") == database) & (F.col("_source_table") == table))
     if where is not None:

@@ -78,7 +78,9 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
 
     for suffix, sql in shards.items():
         shard = f"{database}_{suffix}"
-        assert_silver_is_source(spark, sql, config, "items", database=shard, routed_into=target)
+        assert_silver_is_source(
+            spark, sql, config, "items", database=shard, routed_into=(target, "items")
+        )
         assert_changelog_holds_each_change_once(spark, config, "items", shard)
         # Bronze stays per shard (s4 was captured from its CREATE: it has none).
         assert lake_table(config.lake, "bronze", shard, "items").exists(spark) is (suffix != "s4")
@@ -117,3 +119,43 @@ def test_a_route_refuses_scd2_and_a_target_another_table_owns(
     )
     with pytest.raises(ConfigError, match="a route's silver keeps each member's latest rows"):
         jobs.snapshot(spark, config)
+
+
+def test_tables_of_one_database_routed_keep_soft_deletes_apart_through_a_reset(
+    spark: Any, sql: Any, racer: Any, make_config: Callable[..., Any], database: str
+) -> None:
+    """`orders_00..63`'s form in one database: a bare target is a table of that database. Soft
+    deletes stay their member's, and one member snapshotted again (`--reset`) replaces only its
+    own rows."""
+    names = [f"items_{n}" for n in (1, 2, 3)]
+    for name in names:
+        sql(ITEMS.replace("items", name))
+        sql(f"INSERT INTO {name} (id, name, qty, price) SELECT seq, 'x', seq, 1 FROM seq_1_to_200")
+        # Rows the racers never touch (they change ids 1..400 and insert from 10,001).
+        sql(f"INSERT INTO {name} (id, name, qty, price) SELECT seq, 'y', 1, 1 FROM seq_501_to_510")
+    config = make_config(
+        source={"tables": [r"items_[0-9]"]},
+        silver={"deletes": "soft", "routes": [{"source": r"items_[0-9]", "target": "items"}]},
+    )
+    with ExitStack() as racing:
+        for name in names:
+            racing.enter_context(racer(name))
+        jobs.snapshot(spark, config)
+        jobs.stream(spark, config, available_now=True)
+        sql("DELETE FROM items_2 WHERE id > 500 AND id < 10000")
+        jobs.stream(spark, config, available_now=True)
+        jobs.snapshot(spark, config, tables=["items_3"], reset=True)
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+    for name in names:
+        assert_silver_is_source(
+            spark, sql, config, name, where="_deleted_at IS NULL", routed_into=(database, "items")
+        )
+    silver = lake_table(config.lake, "silver", database, "items").read(spark)
+    deleted = silver.where(F.col("_deleted_at").isNotNull())
+    of_2 = {r["id"] for r in deleted.where(F.col("_source_table") == "items_2").collect()}
+    assert set(range(501, 511)) <= of_2  # kept, deleted, through items_3's reset
+    for name in names:  # a kept row is one its own table deleted, whatever the others hold
+        own = {r["id"] for r in deleted.where(F.col("_source_table") == name).collect()}
+        assert not own & {row[0] for row in sql(f"SELECT id FROM {name}")}, name
+    assert jobs.verify(spark, config) == 0
