@@ -280,3 +280,22 @@ def test_every_task_takes_the_history_silver_keeps_as_parameters(job: str) -> No
         assert config.silver.history == "latest"
         assert config.silver.history_of("shop.customers") == "scd2"
         assert config.silver.history_of("shop.orders_07") == "latest"
+
+
+@pytest.mark.parametrize(
+    "job", ["bronze_snapshot", "silver_stream", "silver_catchup", "reset_tables"]
+)
+def test_every_task_takes_the_routes_as_a_parameter(job: str) -> None:
+    """`silver_routes` (a YAML list) reaches every task: each validates it, the stream and a
+    reset's join land by it."""
+    recorder = Recorder()
+    params = {"tables": "items"} if job == "reset_tables" else {}
+    params["silver_routes"] = r"[{source: 'orders_[0-9]+', target: orders}]"
+
+    run_job(load_bundle(REPO, "local"), job, params, execute=recorder)
+
+    assert recorder.calls
+    for call in recorder.calls:
+        config = cli.config_from_args(cli.build_parser().parse_args(call))
+        assert config.silver.route_of("shop.orders_07") == "shop.orders"
+        assert config.silver.route_of("shop.customers") is None
