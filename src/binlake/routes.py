@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
@@ -86,23 +87,44 @@ def reconcile(
     member: str,
     fields: Iterable[T.StructField],
 ) -> None:
-    """Silver takes the columns `fields` of member `member` ("db.table"): a column it lacks is
-    added, one it holds narrower is widened; a type that is neither is refused, before any row
-    of the member is written."""
-    by_name = {f.name.lower(): f for f in held.fields}
-    for field in fields:
-        own = by_name.get(field.name.lower())
-        if own is None:
+    """Silver takes the columns `fields` of member `member` ("db.table") (see
+    `reconciliation`), before any row of the member is written."""
+    silver_fields = {f.name.lower(): f for f in held.fields}
+    for field, action in reconciliation(held, fields):
+        if action == "refuse":
+            own = silver_fields[field.name.lower()]
+            raise SchemaChangeError(
+                f"silver.routes merges {member} into {silver}, whose column {own.name} is "
+                f"{own.dataType.simpleString()}, and {member}'s {field.name} is "
+                f"{field.dataType.simpleString()}: neither type holds the other's values. "
+                "Give the shards one type for it, or route this table elsewhere"
+            )
+        if action == "add":
             if column_mapping([field.name]):
                 enable_column_mapping(spark, silver)
             kind = field.dataType.simpleString()
             spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({column_name(field.name)} {kind})")
-        elif own.dataType != field.dataType and not widens(field.dataType, own.dataType):
-            if not widens(own.dataType, field.dataType):
-                raise SchemaChangeError(
-                    f"silver.routes merges {member} into {silver}, whose column {own.name} is "
-                    f"{own.dataType.simpleString()}, and {member}'s {field.name} is "
-                    f"{field.dataType.simpleString()}: neither type holds the other's values. "
-                    "Give the shards one type for it, or route this table elsewhere"
-                )
-            widen(spark, silver, column_name(own.name), field.dataType)
+        else:
+            widen(spark, silver, column_name(field.name), field.dataType)
+
+
+def reconciliation(
+    held: T.StructType, fields: Iterable[T.StructField]
+) -> list[tuple[T.StructField, Literal["add", "widen", "refuse"]]]:
+    """What silver's columns `held` need to take a member's `fields`: a column silver lacks is
+    added, one it holds narrower is widened (names compare case-insensitively, as Spark's and
+    MySQL's do); one it holds as wide or wider needs nothing, and types neither of which holds
+    the other's values are refused."""
+    by_name = {f.name.lower(): f.dataType for f in held.fields}
+    needed: list[tuple[T.StructField, Literal["add", "widen", "refuse"]]] = []
+    for field in fields:
+        own = by_name.get(field.name.lower())
+        if own is None:
+            needed.append((field, "add"))
+        elif own == field.dataType or widens(field.dataType, own):
+            continue
+        elif widens(own, field.dataType):
+            needed.append((field, "widen"))
+        else:
+            needed.append((field, "refuse"))
+    return needed

@@ -3,8 +3,10 @@ member is which source table."""
 
 from __future__ import annotations
 
+from pyspark.sql import types as T
+
 from binlake.config import parse_config
-from binlake.routes import group_by_silver, member_of, silver_name
+from binlake.routes import group_by_silver, member_of, reconciliation, silver_name
 
 
 def test_tables_of_one_silver_are_grouped_in_their_order_and_the_others_alone() -> None:
@@ -38,3 +40,31 @@ def test_a_table_whose_silver_is_a_route_target_name_without_the_route_is_not_gr
         }
     )
     assert group_by_silver(config, ["s1.items", "all.items"]) == [["s1.items", "all.items"]]
+
+
+def test_a_member_s_columns_are_added_widened_kept_or_refused() -> None:
+    held = T.StructType(
+        [
+            T.StructField("id", T.IntegerType()),
+            T.StructField("qty", T.LongType()),
+            T.StructField("price", T.DecimalType(10, 2)),
+            T.StructField("Name", T.StringType()),
+            T.StructField("seen", T.DateType()),
+        ]
+    )
+    member = [
+        T.StructField("id", T.LongType()),  # wider than silver's: widened
+        T.StructField("qty", T.IntegerType()),  # narrower: silver's holds it
+        T.StructField("price", T.DecimalType(12, 4)),  # more digits on both sides: widened
+        T.StructField("name", T.StringType()),  # the same column, spelt otherwise
+        T.StructField("seen", T.StringType()),  # neither holds the other's values
+        T.StructField("shelf", T.StringType()),  # silver lacks it
+    ]
+    assert [(f.name, action) for f, action in reconciliation(held, member)] == [
+        ("id", "widen"),
+        ("price", "widen"),
+        ("seen", "refuse"),
+        ("shelf", "add"),
+    ]
+    narrower = T.StructField("price", T.DecimalType(12, 1))  # loses a digit of scale
+    assert reconciliation(held, [narrower]) == [(narrower, "refuse")]
