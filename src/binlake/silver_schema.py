@@ -7,6 +7,8 @@ and renames. Both widen a column in place (Delta type widening). A change silver
 new row key, a narrowed or incompatible type), or any change under `stop`, stops the stream
 before the DDL with a `SchemaChangeError` that names the table, the change, the binlog offset and
 the remedy. The changelog only grows: new columns join its images (`mergeSchema` on append).
+Under `evolve` too, a routed table's DDL changes its route's silver as `lenient` does (the other
+members may hold a column it drops or renames), and only its own rows (see `routes`).
 """
 
 from __future__ import annotations
