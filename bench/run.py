@@ -100,6 +100,7 @@ class Bench:
         self.burst = env_int("BENCH_BURST", 200_000)
         self.update_rate = float(os.environ.get("BENCH_UPDATE_RATE", "500"))
         self.markers = env_int("BENCH_LATENCY_MARKERS", 30)
+        self.trigger = os.environ.get("BENCH_TRIGGER", "1s")
         self.port = int(os.environ.get("BINLAKE_SOURCE_PORT", "13306"))
         self.password = os.environ.get("BINLAKE_SOURCE_PASSWORD")
         if self.password is None:
@@ -406,6 +407,7 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         f"{summary.changes:,} rows in); silver {'matches' if identical else 'DIFFERS FROM'} "
         f"the source {'' if identical else f'{silver_fp} vs {source_fp}'}"
     )
+    silver_merges = silver_merge_metrics(spark, silver_table(config, table), silver_before)
     with monitor.phase("merge_floor"):
         floor = merge_floor(bench, spark, config, silver_before, start, end)
     changes_s = burst.changes / seconds
@@ -423,6 +425,7 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         "merge_floor_changes_s": round(floor_s, 1),
         "changes_vs_merge_floor": round(changes_s / floor_s, 3),
         "merge_floor": floor,
+        "silver_merges": silver_merges,
         "catch_up_phases": catch_up.phases,
         "catch_up_triggers": catch_up.triggers,
         "catch_up_log": [m for _, m in catch_up.log.matching("applied in")],
@@ -445,12 +448,15 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
 #: The MERGE's own metrics (Delta's operationMetrics) kept in the result.
 MERGE_METRICS = (
     "numSourceRows",
+    "materializeSourceTimeMs",
     "numTargetRowsInserted",
     "numTargetRowsUpdated",
     "numTargetRowsDeleted",
     "numTargetFilesAdded",
     "numTargetFilesRemoved",
     "numTargetDeletionVectorsAdded",
+    "numTargetChangeFilesAdded",
+    "numTargetBytesAdded",
     "executionTimeMs",
     "scanTimeMs",
     "rewriteTimeMs",
@@ -497,6 +503,27 @@ def merge_floor(bench: Bench, spark, config, version_before: int, start, end) ->
         "target_properties": {k: v for k, v in properties.items() if k.startswith("delta.")},
         "operation_metrics": {k: (metrics or {})[k] for k in MERGE_METRICS if k in (metrics or {})},
     }
+
+
+def silver_merge_metrics(spark, silver, after_version: int) -> dict[str, Any]:
+    """binlake's own MERGEs into `silver` since `after_version`, from Delta's history: how many,
+    and per metric of `MERGE_METRICS` the median and the maximum over them (where the time of
+    a MERGE goes: copying its source, finding the files, rewriting them)."""
+    from pyspark.sql import functions as F
+
+    merges = (
+        spark.sql(f"DESCRIBE HISTORY {silver.sql}")
+        .where((F.col("version") > after_version) & (F.col("operation") == "MERGE"))
+        .select("operationMetrics")
+        .collect()
+    )
+    metrics = [r["operationMetrics"] or {} for r in merges]
+    out: dict[str, Any] = {"merges": len(metrics)}
+    for name in MERGE_METRICS:
+        values = [float(m[name]) for m in metrics if name in m]
+        if values:
+            out[name] = {"median": statistics.median(values), "max": max(values)}
+    return out
 
 
 def _silver_path(config, table) -> str:
@@ -577,9 +604,12 @@ class FloorMerge:
 
 
 def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
-    """Continuous mode (5 s trigger) in a thread; single-row updates set markers; latency =
-    the silver Delta commit that made the marker visible − the MariaDB commit (same clock).
-    Polling silver gives a second, coarser figure."""
+    """Continuous mode (`BENCH_TRIGGER`, 1 s by default) in a thread; single-row updates set
+    markers; latency = the silver Delta commit that made the marker visible − the MariaDB commit
+    (same clock), read from silver's Change Data Feed afterwards. Nothing polls silver while the
+    stream runs (a poller's Spark jobs would compete for the two cores): the end is found from
+    the query's progress (no Spark job). Beside it, the point-MERGE floor of the same run: a bare
+    MERGE of one marker's change into a copy of silver as it was before the run."""
     from pyspark.sql import functions as F
 
     from binlake import jobs
@@ -588,7 +618,7 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     from binlake.validation import validate
 
     assert bench.kept_root is not None
-    config = bench.config(bench.kept_root, 2)
+    config = bench.config(bench.kept_root, 2, stream={"trigger_interval": bench.trigger})
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
     silver = silver_table(config, table)
@@ -619,7 +649,8 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
             keys = [k for (k,) in cur.fetchall()]
             committed: dict[str, float] = {}
             rnd = random.Random(11)
-            say(f"latency: committing {len(keys)} single-row marker updates, ~1 every 0.5-1.5 s")
+            say(f"latency: committing {len(keys)} single-row marker updates, ~1 every 0.5-1.5 s "
+                f"(trigger {bench.trigger})")  # fmt: skip
             for i, key in enumerate(keys):
                 marker = f"lat:{i}:{time.time_ns()}"
                 cur.execute(
@@ -628,20 +659,7 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
                 )
                 committed[marker] = time.time()
                 time.sleep(rnd.uniform(0.5, 1.5))
-        seen: dict[str, float] = {}
-        deadline = time.monotonic() + 90
-        while len(seen) < len(committed) and time.monotonic() < deadline and not failure:
-            rows = (
-                silver.read(spark)
-                .where(F.col("c_customer_sk").isin(keys))
-                .where(F.col("c_email_address").startswith("lat:"))
-                .select("c_email_address")
-                .collect()
-            )
-            now = time.time()
-            for r in rows:
-                seen.setdefault(r["c_email_address"].rstrip(), now)
-            time.sleep(0.5)
+        _await_stream_at(spark, current_offset(bench), failure, timeout_s=90)
         for query in spark.streams.active:
             query.stop()
         thread.join(timeout=60)
@@ -659,7 +677,6 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         marker = r["c_email_address"].rstrip()
         visible[marker] = min(visible.get(marker, float("inf")), r["us"] / 1e6)
     latencies = sorted(visible[m] - t for m, t in committed.items() if m in visible)
-    polled = sorted(seen[m] - t for m, t in committed.items() if m in seen)
     missing = len(committed) - len(latencies)
 
     def pct(values: list[float], q: float) -> float | None:
@@ -671,16 +688,18 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
             else round(values[0], 2)
         )
 
+    silver_merges = silver_merge_metrics(spark, silver, version0)
+    floor = point_merge_floor(bench, spark, config, table, version0)
     result = {
         "latency_p50_s": pct(latencies, 50),
         "latency_p95_s": pct(latencies, 95),
         "latency_max_s": round(max(latencies), 2) if latencies else None,
-        "latency_polled_p50_s": pct(polled, 50),
-        "latency_polled_p95_s": pct(polled, 95),
         "latency_markers": len(committed),
         "latency_markers_missing": missing,
         "trigger_interval": config.stream.trigger_interval,
         "latency_phases": timer.result(),
+        "point_merge_floor_s": floor,
+        "latency_silver_merges": silver_merges,
     }
     say(
         "latency: a batch's steps, mean s per call: "
@@ -691,10 +710,64 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
         )
     )
     say(
-        f"latency: p50 {result['latency_p50_s']} s, p95 {result['latency_p95_s']} s "
-        f"(polled p50 {result['latency_polled_p50_s']} s), {missing} markers missing"
+        f"latency: p50 {result['latency_p50_s']} s, p95 {result['latency_p95_s']} s at a "
+        f"{bench.trigger} trigger, {missing} markers missing; a bare one-row MERGE into the "
+        f"same silver: median {floor['median_s']} s"
     )
     return result
+
+
+def _await_stream_at(spark, head, failure: list[BaseException], timeout_s: float) -> None:
+    """Wait until the running stream's last batch ended at or past `head` (its progress, read
+    without a Spark job) or failed."""
+    from binlake.offsets import BinlogOffset
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not failure:
+        for query in spark.streams.active:
+            progress = query.lastProgress or {}
+            ends = [
+                json.loads(s["endOffset"])
+                for s in progress.get("sources", [])
+                if s.get("endOffset")
+            ]
+            if any(BinlogOffset.from_dict(e) >= head for e in ends):
+                return
+        time.sleep(0.5)
+    say(f"latency: the stream did not reach {head} within {timeout_s:.0f} s")
+
+
+def point_merge_floor(bench: Bench, spark, config, table, version0: int, samples: int = 7):
+    """Seconds of a bare MERGE of one marker's change (`FloorMerge`, read back from binlake's
+    changelog) into a copy of silver restored to its version before the latency run: the floor
+    of a one-change batch's MERGE, in the same session."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from binlake.offsets import BinlogOffset
+    from binlake.silver import changelog_table
+
+    marks = (
+        changelog_table(config, table).read(spark)
+        .where(F.col("_after.c_email_address").startswith("lat:"))
+        .select("_file", "_pos").orderBy("_file", "_pos").limit(samples).collect()
+    )  # fmt: skip
+    root = bench.fresh_root("point-merge-floor")
+    target = str(root / "silver")
+    shutil.copytree(_silver_path(config, table), target)
+    DeltaTable.forPath(spark, target).restoreToVersion(version0)
+    seconds = []
+    for i, mark in enumerate(marks):
+        at = BinlogOffset(mark["_file"], mark["_pos"])
+        floor = FloorMerge(spark, config, table, target, str(root / f"changes{i}"), at, at)
+        started = time.monotonic()
+        floor.merge()
+        seconds.append(time.monotonic() - started)
+    shutil.rmtree(root, ignore_errors=True)
+    return {
+        "median_s": round(statistics.median(seconds), 2) if seconds else None,
+        "samples_s": [round(s, 2) for s in seconds],
+    }
 
 
 # --------------------------------------------------------------------------- backlog
