@@ -93,14 +93,7 @@ class BatchSink:
         started = time.monotonic()
         batch = batch.persist()
         try:
-            summary = (
-                batch.groupBy("_table")
-                .agg(F.count_if(F.col("_op") != DDL).alias("n"), F.max("_ts").alias("ts"))
-                .collect()
-            )
-            counts = {r["_table"]: r["n"] for r in summary if r["n"]}
-            newest = max((r["ts"] for r in summary), default=None)
-            ddl = _ddl_records(batch)
+            counts, newest, ddl = _batch_summary(batch)
             # Skipped: a table taken out of the job (`snapshot --reset`) after this batch was
             # planned. A table the batch creates joins by its CREATE.
             joined = self.joined.read()
@@ -260,9 +253,32 @@ def _apply_ddl(
     return True
 
 
+def _batch_summary(batch: DataFrame) -> tuple[dict[str, int], int | None, list[SchemaChange]]:
+    """Each table's count of row changes, the newest change's commit time and the DDL rows
+    (`_ddl_records`), from one Spark job: a batch of a few changes costs a few small jobs in
+    all, and each is a fixed cost of its latency."""
+    ddl_fields = ["_table", "_file", "_pos", "_before", "_after", "_ts"]
+    is_ddl = F.col("_op") == DDL
+    summary = (
+        batch.groupBy("_table")
+        .agg(
+            F.count_if(~is_ddl).alias("n"),
+            F.max("_ts").alias("ts"),
+            F.collect_list(F.when(is_ddl, F.struct(*ddl_fields))).alias("ddl"),
+        )
+        .collect()
+    )
+    counts = {r["_table"]: r["n"] for r in summary if r["n"]}
+    newest = max((r["ts"] for r in summary), default=None)
+    return counts, newest, _in_binlog_order([d for r in summary for d in r["ddl"]])
+
+
 def _ddl_records(batch: DataFrame) -> list[SchemaChange]:
     """The batch's DDL rows in binlog order (each table's segments are cut at them)."""
-    rows = batch.where(F.col("_op") == DDL).collect()
+    return _in_binlog_order(batch.where(F.col("_op") == DDL).collect())
+
+
+def _in_binlog_order(rows: list[Row]) -> list[SchemaChange]:
     return sorted((_ddl_record(r) for r in rows), key=lambda d: d.offset)
 
 
