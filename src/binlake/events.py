@@ -8,11 +8,13 @@ event table: `_system/events` under `lake.root`, or `<catalog>.<silver_schema>_<
 with `lake.catalog`.
 
 Rows wait in memory and go out in one Delta append, made by a thread of the handler's own so no
-batch waits for it: after each stream batch, at a run's start and end, every `FLUSH_EVERY_S`
-otherwise, and when the job ends (an error that ends it is its last row). An append holding a
-batch's rows carries the batch id as Delta's idempotent-write version (`txnAppId` /
-`txnVersion`), so a batch Spark replays after a crash writes its events once. A process killed
-outright loses the rows not yet appended (seconds' worth); the lake loses nothing. Writing the
+batch waits for it: after a stream batch (at most every `BATCH_FLUSH_S`: at a short trigger an
+append after every batch would take a core from the next batch's MERGE), at a run's start and
+end, every `FLUSH_EVERY_S` otherwise, and when the job ends (an error that ends it is its last
+row). An append holding batches' rows carries the newest batch id as Delta's idempotent-write
+version (`txnAppId` / `txnVersion`), so a batch Spark replays after a crash writes its events
+once. A process killed outright loses the rows not yet appended (seconds' worth); the lake
+loses nothing. Writing the
 log is never why a job fails: a failed append is retried with the next one, and said on stderr.
 """
 
@@ -40,6 +42,9 @@ log = logging.getLogger(__name__)
 
 #: Events other than a stream batch's wait at most this long for their append.
 FLUSH_EVERY_S = 30.0
+#: A stream batch's events go out at once unless an append began less than this long ago (a
+#: small Delta append costs about a second of the two cores a 1 s trigger keeps busy).
+BATCH_FLUSH_S = 10.0
 #: Events appended at once: each ends or begins a run, which may be killed right after (a
 #: continuous stream is stopped by a signal). The ones inside a batch go with the batch's append.
 FLUSH_AT_ONCE = frozenset(
@@ -151,6 +156,7 @@ class EventLog(logging.Handler):
         self._pending: list[tuple[Any, ...]] = []
         self._txn: tuple[str, int] | None = None  # the newest batch among the pending rows
         self._since: float | None = None  # when the oldest pending row arrived
+        self._appended = float("-inf")  # when the last append began
         self._buffer = threading.Lock()
         self._appending = threading.Lock()
         # Set while this thread appends: its own lines (Spark's, a failed append's) are no events.
@@ -173,13 +179,17 @@ class EventLog(logging.Handler):
         row = event_row(self.job, record)
         found = getattr(record, "event", None)
         txn = found.txn if isinstance(found, Event) else None
-        at_once = isinstance(found, Event) and (txn is not None or found.kind in FLUSH_AT_ONCE)
+        at_once = isinstance(found, Event) and found.kind in FLUSH_AT_ONCE
         now = time.monotonic()
         with self._buffer:
             self._pending.append(row)
             self._txn = txn or self._txn
             self._since = self._since if self._since is not None else now
-            due = at_once or now - self._since >= FLUSH_EVERY_S
+            due = (
+                at_once
+                or (txn is not None and now - self._appended >= BATCH_FLUSH_S)
+                or now - self._since >= FLUSH_EVERY_S
+            )
         if due and self._writer is not None:
             self._due.set()
         elif due:
@@ -207,6 +217,7 @@ class EventLog(logging.Handler):
             with self._buffer:
                 rows, txn = self._pending, self._txn
                 self._pending, self._txn, self._since = [], None, None
+                self._appended = time.monotonic()
             if not rows:
                 return
             self._local.appending = True

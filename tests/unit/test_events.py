@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from binlake import events
 from binlake.errors import SourceError
 from binlake.events import EventLog, _ended_by, event, event_row
 from binlake.offsets import BinlogOffset
@@ -134,3 +135,33 @@ def test_the_writer_thread_appends_a_batch_s_rows_without_the_batch_waiting() ->
     handler.close()  # the job's end: what is left goes out, the thread stops
     assert [r[-1] for r in table.appends[-1].rows] == ["left for the end"]
     assert handler._writer is not None and not handler._writer.is_alive()
+
+
+def test_batches_closer_than_the_batch_interval_share_one_append_under_the_newest_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(events.time, "monotonic", lambda: clock[0])
+    table = _FlakyTable()
+    table.refused = 1
+    handler = EventLog(_Spark(), table, "silver", background=False)  # type: ignore[arg-type]
+
+    def batch(n: int) -> None:
+        found = event("stream_batch", rows=1, txn=("binlake-stream-q", n))
+        handler.handle(_line("binlake.sink", logging.INFO, f"batch {n}", **found))
+        clock[0] += 1.0  # a 1 s trigger
+
+    batch(1)  # the first goes out at once
+    for n in range(2, 2 + int(events.BATCH_FLUSH_S)):
+        batch(n)
+    assert [w.options["txnVersion"] for w in table.appends] == [
+        "1",
+        str(1 + int(events.BATCH_FLUSH_S)),
+    ]
+    assert [r[-1] for r in table.appends[1].rows] == [
+        f"batch {n}" for n in range(2, 2 + int(events.BATCH_FLUSH_S))
+    ]
+    batch(20)  # waits for company, or for the writer thread's FLUSH_EVERY_S
+    assert len(table.appends) == 2
+    handler.handle(_line("binlake.stream", logging.INFO, "starting", **event("stream_start")))
+    assert table.appends[-1].options["txnVersion"] == "20"
