@@ -312,6 +312,15 @@ def column_name(name: str) -> str:
 _UNMAPPED_FORBIDDEN = frozenset(" ,;{}()\n\t=")
 
 
+#: Table properties silver and the changelog are created with: the tables a stream commits to
+#: in every batch. Delta writes a checkpoint every `checkpointInterval` commits, in the thread
+#: that committed, and at its default (10) every tenth batch paid about a second more (a
+#: 4-change MERGE into a 20,000-row silver, 30 each: p95 2.95 s at 10, 2.25 s at 100). The
+#: price is a cold start's log replay of up to 99 small JSON commits instead of 9. A table's
+#: `lake.table_layout` properties, set after creation, take precedence.
+STREAMED_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
+
+
 def column_mapping(names: Iterable[str]) -> dict[str, str]:
     """Writer options for a new Delta table holding columns of these names: Delta refuses a
     space and `,;{}()=` (tabs, newlines) in a column name unless columns are mapped by name.

@@ -28,6 +28,7 @@ from binlake.column_rules import lake_view
 from binlake.config import Config
 from binlake.errors import LakeError
 from binlake.lake import (
+    STREAMED_TABLE_PROPERTIES,
     LakeTable,
     bronze_table,
     column_mapping,
@@ -327,6 +328,7 @@ def _save_silver(frame: DataFrame, silver: LakeTable, mapping: dict[str, str], m
         frame.write.format("delta")
         .option("delta.enableChangeDataFeed", "true")
         .option("delta.enableDeletionVectors", "true")
+        .options(**STREAMED_TABLE_PROPERTIES)
         .option("maxRecordsPerFile", SILVER_FILE_ROWS)
         .options(**mapping)
         .mode(mode)
@@ -527,6 +529,7 @@ class TableApply:
             .mode("append")
             .option("mergeSchema", "true")
             .options(**column_mapping(self.columns.fieldNames()))
+            .options(**({} if existed else STREAMED_TABLE_PROPERTIES))
         )
         if not existed:
             apply_layout(spark, self.config, self.table, changelog, cluster=False)

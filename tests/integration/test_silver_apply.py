@@ -247,3 +247,14 @@ def test_an_scd2_silver_keeps_every_version_by_binlog_position_and_once_on_repla
             (2, "ink again", 210, at(210), None, True, None),
             (3, "cap", 120, at(120), at(410), False, 410),
         ]
+
+
+def test_silver_and_the_changelog_checkpoint_every_100_commits_not_every_10(
+    spark: SparkSession, config: Config
+) -> None:
+    """Every batch commits to both: at Delta's default interval every tenth batch also wrote a
+    checkpoint (about a second on two cores)."""
+    ensure_silver(spark, config, ITEMS, from_bronze=False)
+    _apply(spark, config, ITEMS, [("insert", 100, None, (1, "a", 1))])
+    for table in (silver_table(config, ITEMS), changelog_table(config, ITEMS)):
+        assert table.properties(spark)["delta.checkpointInterval"] == "100", table
