@@ -13,9 +13,9 @@ append after every batch would take a core from the next batch's MERGE), at a ru
 end, every `FLUSH_EVERY_S` otherwise, and when the job ends (an error that ends it is its last
 row). An append holding batches' rows carries the newest batch id as Delta's idempotent-write
 version (`txnAppId` / `txnVersion`), so a batch Spark replays after a crash writes its events
-once. A process killed outright loses the rows not yet appended (seconds' worth); the lake
-loses nothing. Writing the
-log is never why a job fails: a failed append is retried with the next one, and said on stderr.
+once. A process killed outright loses the rows not yet appended (up to `FLUSH_EVERY_S`' worth);
+the lake loses nothing. Writing the log is never why a job fails: a failed append is retried
+with the next one, and said on stderr.
 """
 
 from __future__ import annotations
