@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from py4j.protocol import Py4JJavaError
 from pyarrow import fs as pafs
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from binlake.config import LakeConfig
 from binlake.errors import LakeError
@@ -263,18 +262,17 @@ class ArrowFiles(LakeFiles):
         return _create_local(where, text)
 
     def names(self, folder: str) -> list[str]:
-        """A missing folder lists empty; a file another process deletes while the listing stats
-        it makes pyarrow fail the whole listing (as if the folder were missing), so it is taken
-        again."""
+        """A missing folder lists empty. A local folder is read with `os.listdir` (readdir
+        alone): pyarrow stats each entry, and an entry another process deletes meanwhile made
+        it return part of the folder, without an error (measured: a `VersionedText` writer saw
+        2 of 12 versions and took a stale version for the newest, and a change was lost)."""
         system, where = _arrow(folder)
-        selector = pafs.FileSelector(where, allow_not_found=True)
-        for attempt in Retrying(
-            retry=retry_if_exception_type(FileNotFoundError),
-            stop=stop_after_attempt(LIST_ATTEMPTS),
-            reraise=True,
-        ):
-            with attempt:
-                listing = system.get_file_info(selector)
+        if isinstance(system, pafs.LocalFileSystem):
+            try:
+                return os.listdir(where)
+            except FileNotFoundError:
+                return []
+        listing = system.get_file_info(pafs.FileSelector(where, allow_not_found=True))
         return [info.base_name for info in listing]
 
     def modified(self, path: str) -> float | None:
@@ -301,9 +299,6 @@ class ArrowFiles(LakeFiles):
 
 #: The exceptions a file system's `create` without overwrite raises for a file that exists:
 #: Hadoop's, or java.nio's (the GCS connector's).
-#: Listings taken before a folder another process keeps changing is given up on.
-LIST_ATTEMPTS = 5
-
 _EXISTS = (
     "org.apache.hadoop.fs.FileAlreadyExistsException",
     "java.nio.file.FileAlreadyExistsException",
