@@ -58,7 +58,7 @@ unit: $(VENV)/.installed ## Unit tests only (no database, no Spark)
 	$(VENV)/bin/pytest -q tests/unit
 
 test: setup lint db-up ## Lint, unit and integration tests against the real MariaDB, binlog and Delta
-	$(DB_ENV) && $(VENV)/bin/pytest -q -p no:cacheprovider -m "not soak" tests
+	$(DB_ENV) && $(VENV)/bin/pytest -q -p no:cacheprovider --durations=30 -m "not soak" tests
 
 run: setup db-up ## Demo: load the shop, run the bundle's catch-up job locally, change rows, catch up again, print what landed
 	rm -rf lakehouse
