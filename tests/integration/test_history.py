@@ -191,7 +191,8 @@ def test_a_join_repeated_after_a_crash_restores_the_history_it_began_from(
     def change_the_first_chunk_after_it(*args: Any) -> Any:
         """The racer alone may leave nothing between the chunks' high watermarks (it failed so
         in CI): rows of the first chunk change after its HW and before the next chunk's read,
-        so the join has a catch-up to apply."""
+        so the join has a catch-up to apply. `args` are `_read_and_commit`'s (spark, config,
+        source, schema, batch, slot)."""
         results = read_and_commit(*args)
         batch = args[4]
         if batch[0].table == other and batch[0].range.start is None and not changed:
