@@ -270,7 +270,7 @@ class ArrowFiles(LakeFiles):
         if isinstance(system, pafs.LocalFileSystem):
             try:
                 return os.listdir(where)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # a path under a file holds none
                 return []
         listing = system.get_file_info(pafs.FileSelector(where, allow_not_found=True))
         return [info.base_name for info in listing]
