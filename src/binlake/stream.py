@@ -34,7 +34,7 @@ from binlake.errors import (
     SourceReplacedError,
     carried_by,
 )
-from binlake.events import event
+from binlake.events import batches_committed, event
 from binlake.gtids import server_identity
 from binlake.lake import create_schemas
 from binlake.lake_files import LakeFiles, driver_files, join
@@ -409,6 +409,7 @@ def _start_and_follow(
             break
         spec = replace(spec, start=reached)
     if available_now:
+        batches_committed(config.stream.job_name)  # the queries ended by themselves
         resnapshots.finish(spec, by_name, spec.on_source(checkpoint_offset(files, config) or start))
     return StreamSummary(batches, changes, time.monotonic() - started)
 

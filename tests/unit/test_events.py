@@ -165,3 +165,33 @@ def test_batches_closer_than_the_batch_interval_share_one_append_under_the_newes
     assert len(table.appends) == 2
     handler.handle(_line("binlake.stream", logging.INFO, "starting", **event("stream_start")))
     assert table.appends[-1].options["txnVersion"] == "20"
+
+
+def test_rows_of_batches_spark_committed_go_out_without_the_version_of_another_job_s_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(events.time, "monotonic", lambda: clock[0])
+    mine, theirs = _FlakyTable(), _FlakyTable()
+    mine.refused = theirs.refused = 1
+    handlers = [
+        EventLog(_Spark(), table, job, background=False)  # type: ignore[arg-type]
+        for table, job in ((mine, "silver"), (theirs, "other"))
+    ]
+    root = logging.getLogger("binlake")
+    for handler in handlers:
+        root.addHandler(handler)
+    try:
+        for n in (1, 2):  # the first goes out at once, the second waits for company
+            found = event("stream_batch", rows=1, txn=("binlake-stream-q", n))
+            for handler in handlers:
+                handler.handle(_line("binlake.sink", logging.INFO, f"batch {n}", **found))
+            clock[0] += 1.0
+        events.batches_committed("silver")  # its available-now query ended by itself
+    finally:
+        for handler in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    assert [w.options.get("txnVersion") for w in mine.appends] == ["1", None]
+    assert [r[-1] for r in mine.appends[1].rows] == ["batch 2"]
+    assert [w.options.get("txnVersion") for w in theirs.appends] == ["1", "2"]  # may be replayed
