@@ -397,6 +397,34 @@ def typed_changes(
     )  # fmt: skip
 
 
+class ChangelogEnds:
+    """The newest change offset each changelog holds, where this run knows it: a table's
+    changelog whose rows from a batch's first offset on were found absent holds, once the batch is
+    appended, nothing newer than the batch's last. A later batch starting past it appends without
+    reading the changelog for its own offsets (that read, with its Delta state, is about half a
+    small append's cost).
+
+    Kept for one run of the stream (the lease keeps other writers off its changelogs meanwhile)
+    and filled only by appends that go through it, the joins' included, so it never says less
+    than a changelog holds. A table not known yet is read (a first batch after a start, a replay,
+    a new checkpoint behind the changelog)."""
+
+    def __init__(self) -> None:
+        self._newest: dict[str, str] = {}  # the changelog's table key -> offset token
+
+    def hold_none_from(self, changelog: LakeTable, offset: str) -> bool:
+        """Whether `changelog` is known to hold no change at or after `offset`."""
+        newest = self._newest.get(str(changelog))
+        return newest is not None and newest < offset
+
+    def appended(self, changelog: LakeTable, newest: str | None) -> None:
+        """`changelog`'s newest change is `newest` now; None: not known."""
+        if newest is None:
+            self._newest.pop(str(changelog), None)
+        else:
+            self._newest[str(changelog)] = newest
+
+
 class TableApply:
     """One table's rows of a batch (or of a segment between two DDLs): the MERGE and the
     changelog append (side by side from `SIDE_BY_SIDE_CHANGES`).
@@ -415,6 +443,7 @@ class TableApply:
         table: TableSchema,
         columns: T.StructType,
         applied_before: tuple[str, str] | None = None,
+        ends: ChangelogEnds | None = None,
     ) -> None:
         self.config = config
         self.table = lake_view(config.source, table)  # the images hold what lands
@@ -424,6 +453,7 @@ class TableApply:
         #: and the changelog append that hold a change of that range ran then, and are skipped.
         self.applied_before = applied_before
         self.member = member_of(config, table.qualified)
+        self.ends = ends if ends is not None else ChangelogEnds()
 
     def __call__(self, changes: DataFrame) -> int:
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
@@ -503,7 +533,9 @@ class TableApply:
     def _append_changelog(self, typed: DataFrame, summary: Row) -> None:
         """Append the changes the changelog does not hold: those of the batch's offset range
         it holds (a replay, a repeated join, a new checkpoint reading from an older offset)
-        are read by their file statistics, usually none, and left out."""
+        are read by their file statistics, usually none, and left out. Unless `ChangelogEnds`
+        knows the changelog ends before the batch, its rows from the batch's first offset on are
+        looked for first: none (the usual case) is a plain append after which its end is known."""
         changelog = changelog_table(self.config, self.table)
         rows = typed.select(
             "_op",
@@ -516,14 +548,15 @@ class TableApply:
             "_after",
         )
         spark = typed.sparkSession
+        low, high = summary["offset_lo"], summary["offset_hi"]
         existed = changelog.exists(spark)
-        if existed:
-            held = (
-                changelog.read(spark)
-                .where(F.col(OFFSET_COLUMN).between(summary["offset_lo"], summary["offset_hi"]))
-                .select(OFFSET_COLUMN, "_op")
-            )
-            rows = rows.join(F.broadcast(held), [OFFSET_COLUMN, "_op"], "left_anti")
+        newest = high
+        if existed and not self.ends.hold_none_from(changelog, low):
+            ahead = changelog.read(spark).where(F.col(OFFSET_COLUMN) >= low)
+            if not ahead.isEmpty():
+                held = ahead.where(F.col(OFFSET_COLUMN) <= high).select(OFFSET_COLUMN, "_op")
+                rows = rows.join(F.broadcast(held), [OFFSET_COLUMN, "_op"], "left_anti")
+                newest = None  # it may hold changes past the batch
         changelog.save(
             rows.write.format("delta")
             .mode("append")
@@ -531,6 +564,7 @@ class TableApply:
             .options(**column_mapping(self.columns.fieldNames()))
             .options(**({} if existed else STREAMED_TABLE_PROPERTIES))
         )
+        self.ends.appended(changelog, newest)
         if not existed:
             apply_layout(spark, self.config, self.table, changelog, cluster=False)
 

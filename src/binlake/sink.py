@@ -37,6 +37,7 @@ from binlake.routes import group_by_silver
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaChange, SchemaHistory, StreamTables
 from binlake.silver import (
+    ChangelogEnds,
     TableApply,
     data_columns,
     ensure_silver,
@@ -77,6 +78,7 @@ class BatchSink:
         self.history = SchemaHistory(spec.history_root, files)
         self.joined = StreamTables(spec.tables_path, files)
         self.failure: BinlakeError | None = None  # what stopped the query, for a clean message
+        self.ends = ChangelogEnds()  # this run's appends, the joins' included
         self._query_id: str | None = None
         self._retention_due = time.monotonic() + RETENTION_CHECK_S  # the start checked already
 
@@ -108,7 +110,9 @@ class BatchSink:
             batch.unpersist()
         end = None if logged is None else self.spec.on_source(logged)
         if end is not None:
-            join_ready_tables(batch.sparkSession, self.config, self.spec, self.tables, end)
+            join_ready_tables(
+                batch.sparkSession, self.config, self.spec, self.tables, end, self.ends
+            )
         lag_bytes, lag_seconds = self._lag(end, newest)
         if end is not None and lag_bytes and time.monotonic() >= self._retention_due:
             # The stream's binlog reader is idle while its batch is applied: its server id is
@@ -168,7 +172,7 @@ class BatchSink:
             own = [d for d in ddl if d.table == name]
             _, seconds = timed(
                 apply_table_changes, batch.sparkSession, self.config, self.history, self.joined,
-                batch, name, own, applied_before,
+                batch, name, own, applied_before, self.ends,
             )  # fmt: skip
             return name, seconds
 
@@ -184,9 +188,10 @@ def apply_table_changes(
     name: str,
     ddl: list[SchemaChange],
     applied_before: tuple[str, str] | None = None,
+    ends: ChangelogEnds | None = None,
 ) -> None:
     """One table's rows and DDL of `batch`, segment by segment in binlog order
-    (`applied_before`: see `TableApply`)."""
+    (`applied_before`, `ends`: see `TableApply`)."""
     rows = batch.where((F.col("_table") == name) & (F.col("_op") != DDL))
     bounds = [d.offset for d in ddl]
     for index, (low, high) in enumerate(zip([None, *bounds], [*bounds, None], strict=True)):
@@ -201,7 +206,7 @@ def apply_table_changes(
             if columns is None:
                 require_silver(spark, config, schema)
             else:
-                TableApply(config, schema, columns, applied_before)(segment)
+                TableApply(config, schema, columns, applied_before, ends)(segment)
         if index < len(ddl) and not _apply_ddl(spark, config, history, joined, ddl[index]):
             return  # the table went back to its snapshot, which holds its later rows
 
@@ -312,6 +317,7 @@ def join_ready_tables(
     spec: StreamSpec,
     tables: dict[str, TableSchema],
     position: BinlogOffset,
+    ends: ChangelogEnds | None = None,
 ) -> list[str]:
     """Join every configured table whose snapshot finished but that the stream does not apply
     yet: their changes from their chunks' high watermarks up to `position` (or their last high
@@ -344,7 +350,7 @@ def join_ready_tables(
         rows = snapshot_rows(chunks, name)
         ensure_silver(spark, config, tables[name], from_bronze=True, replace=True, bronze_rows=rows)
         own = [d for d in caught_up.ddl if d.table == name]
-        apply_table_changes(spark, config, history, registry, caught_up.frame, name, own)
+        apply_table_changes(spark, config, history, registry, caught_up.frame, name, own, ends=ends)
 
     try:
         side_by_side(join, ready, config)

@@ -381,9 +381,9 @@ def _start_and_follow(
         stream_spec(config, source, start, marks),
         server=server, rebase=rebased.rebase, replayed=rebased.replayed,
     )  # fmt: skip
-    if initial:
-        join_ready_tables(spark, config, spec, by_name, start)
     sink = BatchSink(config, spec, tables, checkpoint_path(config), files)
+    if initial:
+        join_ready_tables(spark, config, spec, by_name, start, sink.ends)
     log.info(
         "stream %s: starting at %s (%s)",
         config.stream.job_name, start, "resume" if resume else config.stream.startup_mode,

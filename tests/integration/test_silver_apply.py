@@ -26,6 +26,7 @@ from binlake.schema import Column, TableSchema
 from binlake.silver import (
     MERGE_KEY_LIST_LIMIT,
     OFFSET_COLUMN,
+    ChangelogEnds,
     TableApply,
     changelog_table,
     ensure_silver,
@@ -76,9 +77,15 @@ def _batch(spark: SparkSession, table: TableSchema, changes: list[Change]) -> Da
     return spark.createDataFrame(rows, CHANGE_SCHEMA)
 
 
-def _apply(spark: SparkSession, config: Config, table: TableSchema, changes: list[Change]) -> int:
+def _apply(
+    spark: SparkSession,
+    config: Config,
+    table: TableSchema,
+    changes: list[Change],
+    ends: ChangelogEnds | None = None,
+) -> int:
     columns = spark_schema(table)
-    return TableApply(config, table, columns)(_batch(spark, table, changes))
+    return TableApply(config, table, columns, ends=ends)(_batch(spark, table, changes))
 
 
 def _silver(spark: SparkSession, config: Config, table: TableSchema) -> DataFrame:
@@ -139,6 +146,34 @@ def test_a_replayed_batch_changes_nothing_and_logs_nothing_twice(
     _apply(spark, config, ITEMS, [*second, ("insert", 300, None, (3, "c", 3))])
     offsets = changelog_table(config, ITEMS).read(spark).select("_binlake_offset", "_op")
     assert offsets.count() == offsets.distinct().count() == len(first) + len(second) + 1
+
+
+def test_a_run_that_knows_where_the_changelog_ends_appends_each_change_once_behind_it(
+    spark: SparkSession, config: Config
+) -> None:
+    """The batches of one run share what they know of the changelog's end (`ChangelogEnds`): a
+    batch past it appends without reading the changelog. A run that starts behind the changelog
+    (a new checkpoint, a replay) knows nothing and reads it for every batch until it passes it:
+    had the first batch taken its own last offset for the changelog's end, the second would be
+    appended again."""
+    ensure_silver(spark, config, ITEMS, from_bronze=False)
+    batches: list[list[Change]] = [
+        [("insert", 100 + 10 * n, None, (n, f"v{n}", Decimal(n))), ("update", 105 + 10 * n,
+          (n, f"v{n}", Decimal(n)), (n, f"w{n}", Decimal(n)))]
+        for n in range(4)
+    ]  # fmt: skip
+    first_run = ChangelogEnds()
+    for batch in batches:
+        _apply(spark, config, ITEMS, batch, first_run)
+    changelog = changelog_table(config, ITEMS)
+    assert first_run.hold_none_from(changelog, position_token(BinlogOffset("bin.000001", 200), 0))
+    again = ChangelogEnds()  # a run started again from the first batch's offset
+    for batch in [*batches, [("delete", 200, (0, "w0", Decimal(0)), None)]]:
+        _apply(spark, config, ITEMS, batch, again)
+    offsets = changelog.read(spark).select("_binlake_offset", "_op")
+    assert offsets.count() == offsets.distinct().count() == 2 * len(batches) + 1
+    expected = _rows(spark, ITEMS, [(n, f"w{n}", Decimal(n)) for n in range(1, 4)])
+    assert_df_equality(_silver(spark, config, ITEMS), expected, ignore_row_order=True)
 
 
 def test_a_batch_past_the_key_list_limit_merges_by_key_range(
