@@ -230,6 +230,7 @@ def _merge_floor(st: dict[str, Any]) -> list[str]:
         f"{_fmt(st['merge_floor_changes_s'])} changes/s ({f['merge_s']} s; result matches "
         f"silver: {f['matches_silver']}) |",
         f"| binlake / merge floor | {_fmt(st['changes_vs_merge_floor'], 3)} |",
+        *_append_floor(st),
         *_apply_split(st.get("catch_up_phases") or {}, "binlake's catch-up split", "s"),
         *_merge_metrics("binlake's MERGEs of the burst", st.get("silver_merges")),
         *_merge_metrics(
@@ -240,6 +241,19 @@ def _merge_floor(st: dict[str, Any]) -> list[str]:
             },
         ),
         *_merge_metrics("binlake's MERGEs of the latency run", st.get("latency_silver_merges")),
+    ]
+
+
+def _append_floor(st: dict[str, Any]) -> list[str]:
+    if "append_floor" not in st:
+        return []
+    a = st["append_floor"]
+    return [
+        f"| append floor: one bare Delta append of the burst's {a['rows']:,} changelog rows "
+        f"(static Delta source, changelog restored to before the burst) | {a['append_s']} s |",
+        f"| merge + append floor (both writes binlake makes, one after the other) | "
+        f"{_fmt(st['merge_and_append_floor_changes_s'])} changes/s |",
+        f"| binlake / merge + append floor | {_fmt(st['changes_vs_merge_and_append_floor'], 3)} |",
     ]
 
 
