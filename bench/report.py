@@ -72,6 +72,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"| {_fmt(st.get('decode', {}).get('library_images_s'))} / "
         f"{_fmt(st.get('decode', {}).get('binlake_images_s'))} "
         f"({_fmt(st.get('decode', {}).get('speedup'), 2)}×) |",
+        *_single_row(st.get("decode", {}).get("single_row")),
         "",
         *(_many_tables(r["many_tables"]) if r.get("many_tables") else []),
         *(_backlog(r["backlog"]) if r.get("backlog") else []),
@@ -318,6 +319,17 @@ def _append_floor(st: dict[str, Any]) -> list[str]:
         f"| merge + append floor (both writes binlake makes, one after the other) | "
         f"{_fmt(st['merge_and_append_floor_changes_s'])} changes/s |",
         f"| binlake / merge + append floor | {_fmt(st['changes_vs_merge_and_append_floor'], 3)} |",
+    ]
+
+
+def _single_row(d: dict[str, Any] | None) -> list[str]:
+    if not d:
+        return []
+    return [
+        f"| … over single-row transactions: python-mysql-replication / binlake parsing each table "
+        f"map / binlake | {_fmt(d['library_images_s'])} / {_fmt(d['binlake_parse_each_images_s'])} "
+        f"/ {_fmt(d['binlake_images_s'])} ({_fmt(d['speedup'], 2)}×; table maps parsed once: "
+        f"{_fmt(d['vs_parse_each'], 2)}×) |"
     ]
 
 

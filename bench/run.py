@@ -16,6 +16,7 @@ files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from `scripts/db.sh env`)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -1231,10 +1232,21 @@ def catchup_floor(spark, config, tables, root: Path, start, end) -> float:
 
 
 def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
-    """Row images/s over the burst's binlog range, same process, same bytes: python-mysql-
-    replication's own row decoding (the baseline) against binlake's `read_changes`."""
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    """Row images/s, same process, same bytes: python-mysql-replication's own row decoding (the
+    baseline, parsing every table map as the library does) against binlake's `read_changes`,
+    over the burst's binlog range (multi-row statements) and, in `single_row`, over
+    `BENCH_SINGLE_ROW` (20,000) single-row autocommit updates made now, the shape of most OLTP
+    traffic: every transaction repeats its table map. There binlake is also timed parsing every
+    table map anew as the library does (`binlake_parse_each_images_s`): its read before
+    `binlog._table_map_once`."""
+    from pymysqlreplication.row_event import (
+        DeleteRowsEvent,
+        TableMapEvent,
+        UpdateRowsEvent,
+        WriteRowsEvent,
+    )
 
+    from binlake import binlog
     from binlake.binlog import _open, read_changes
     from binlake.offsets import BinlogOffset
     from binlake.snapshot import with_resolved_password
@@ -1246,10 +1258,22 @@ def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
     source = with_resolved_password(config.source)
     with connection(source) as conn:
         tables = validate(conn, config)
-    start, end = offsets
     server_id = SERVER_IDS[0] + 50
 
-    def library() -> int:
+    @contextlib.contextmanager
+    def parsing_each_table_map():
+        """The library's own TABLE_MAP parse for the block (binlake parses each map once)."""
+        TableMapEvent.__init__ = binlog._parse_table_map
+        try:
+            yield
+        finally:
+            TableMapEvent.__init__ = binlog._table_map_once
+
+    def library(start, end) -> int:
+        with parsing_each_table_map():
+            return library_images(start, end)
+
+    def library_images(start, end) -> int:
         stream = _open(
             source, server_id, start,
             only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
@@ -1265,20 +1289,46 @@ def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
             stream.close()
         return images
 
-    def binlake() -> int:
+    def binlake(start, end) -> int:
         changes = read_changes(source, server_id, tables, start, end)
         return sum(2 if c.before is not None and c.after is not None else 1 for c in changes)
 
-    result: dict[str, Any] = {}
-    for name, run in (("library", library), ("binlake", binlake)):
-        started = time.monotonic()
-        images = run()
-        seconds = time.monotonic() - started
-        result[f"{name}_images_s"] = round(images / seconds, 1)
-        result["images"] = images
-        rate = images / seconds
-        say(f"decode: {name:8s} {images:,} row images in {seconds:.1f} s = {rate:,.0f}/s")
-    result["speedup"] = round(result["binlake_images_s"] / result["library_images_s"], 2)
+    def binlake_parse_each(start, end) -> int:
+        with parsing_each_table_map():
+            return binlake(start, end)
+
+    def measure(start, end, runs, label: str) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for name, run in runs:
+            started = time.monotonic()
+            images = run(start, end)
+            seconds = time.monotonic() - started
+            result[f"{name}_images_s"] = round(images / seconds, 1)
+            result["images"] = images
+            say(f"decode{label}: {name:8s} {images:,} row images in {seconds:.1f} s = "
+                f"{images / seconds:,.0f}/s")  # fmt: skip
+        result["speedup"] = round(result["binlake_images_s"] / result["library_images_s"], 2)
+        return result
+
+    result = measure(*offsets, (("library", library), ("binlake", binlake)), "")
+    before = current_offset(bench)
+    with _conn(bench) as cur:
+        cur.execute("SELECT MIN(c_customer_sk), MAX(c_customer_sk) FROM customer")
+        low, high = cur.fetchone()
+        rng = random.Random(5)
+        for _ in range(env_int("BENCH_SINGLE_ROW", 20_000)):
+            key = rng.randint(low, high)
+            update = (
+                "UPDATE customer SET c_birth_day = c_birth_day %% 28 + 1 WHERE c_customer_sk = %s"
+            )
+            cur.execute(update, (key,))
+    after = current_offset(bench)
+    runs = (("library", library), ("binlake_parse_each", binlake_parse_each), ("binlake", binlake))
+    single = measure(before, after, runs, " (single-row transactions)")
+    single["vs_parse_each"] = round(
+        single["binlake_images_s"] / single["binlake_parse_each_images_s"], 2
+    )
+    result["single_row"] = single
     return result
 
 

@@ -19,6 +19,7 @@ import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.constants.BINLOG import ANONYMOUS_GTID_LOG_EVENT
 from pymysqlreplication.event import (
+    BinLogEvent,
     GtidEvent,
     MariadbGtidEvent,
     NotImplementedEvent,
@@ -30,6 +31,7 @@ from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
     RowsEvent,
+    TableMapEvent,
     UpdateRowsEvent,
     WriteRowsEvent,
 )
@@ -147,6 +149,57 @@ class _TableDecoder:
                 f"a row event of {self.table.qualified} lacks columns (not a FULL row image): "
                 "a session wrote with binlog_row_image other than FULL; binlake needs FULL"
             )
+
+
+#: TABLE_MAP events parsed so far: (payload, read options) → the first event parsed from them.
+_PARSED_MAPS: dict[tuple[Any, ...], Any] = {}
+#: Distinct table maps kept (a map is a few hundred bytes and its parsed columns).
+_PARSED_MAPS_KEPT = 4096
+_parse_table_map = TableMapEvent.__init__
+
+
+def _table_map_once(
+    self: Any, from_packet: Any, event_size: int, table_map: dict[int, Any], ctl: Any, **kw: Any
+) -> None:
+    """`TableMapEvent.__init__`, parsing each distinct TABLE_MAP payload once.
+
+    Every transaction repeats the map of each table it writes, and the library parses each copy
+    anew (a `Column` per column, each asked for its attribute dict twice, then the optional
+    metadata): ~70 % of reading a binlog of single-row transactions. The parse depends on the
+    payload's bytes and the read's options alone, except under `freeze_schema` (the stream's
+    table map) or `use_column_name_cache` (a query), which binlake never sets and which are
+    parsed as before. Equal bytes under equal options are the same map, so a copy takes the
+    first one's parsed fields; a new table id, an ALTER, or an id reused after a restart for
+    another layout are other bytes, parsed anew. The library's own parse is the fallback, and
+    its objects are shared read-only: binlake decodes the rows itself (`_TableDecoder`)."""
+    raw = from_packet.packet
+    if kw.get("freeze_schema") or kw.get("use_column_name_cache") or from_packet.read_bytes:
+        _parse_table_map(self, from_packet, event_size, table_map, ctl, **kw)
+        return
+    options = tuple(
+        tuple(v) if isinstance(v, list) else v
+        for v in (kw.get("only_tables"), kw.get("ignored_tables"), kw.get("only_schemas"),
+                  kw.get("ignored_schemas"), kw.get("optional_meta_data"),
+                  kw.get("mysql_version"), ctl._get_dbms())
+    )  # fmt: skip
+    key = (bytes(raw._data[raw._position : raw._position + event_size]), options)
+    first = _PARSED_MAPS.get(key)
+    if first is None:
+        _parse_table_map(self, from_packet, event_size, table_map, ctl, **kw)
+        if len(_PARSED_MAPS) >= _PARSED_MAPS_KEPT:
+            _PARSED_MAPS.clear()
+        _PARSED_MAPS[key] = self
+        return
+    BinLogEvent.__init__(self, from_packet, event_size, table_map, ctl, **kw)
+    own = vars(self).keys()
+    vars(self).update({k: v for k, v in vars(first).items() if k not in own})
+    self._processed = first._processed
+    if self._processed:
+        table_map[self.table_id] = self.table_obj
+    from_packet.advance(event_size)
+
+
+TableMapEvent.__init__ = _table_map_once
 
 
 def _column_layout(column: Any) -> tuple[Any, ...]:

@@ -119,3 +119,36 @@ def test_compressed_events_met_while_reading_stop_the_read(
         cur.execute("INSERT INTO shop.t VALUES (1, REPEAT('x', 150))")
     with pytest.raises(SourceError, match="log_bin_compress"):
         list(read_changes(config.source, config.source.server_id_range[0], [table], start))
+
+
+def test_a_table_map_repeated_by_each_transaction_is_parsed_once(
+    captured: Captured, sql: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each transaction repeats its table's map; equal maps are parsed once and their rows decode
+    as before. A map of other bytes (another table id after an ALTER) is parsed anew."""
+    parses: list[int] = []
+    parse = binlog._parse_table_map
+
+    def counted(event: Any, *args: Any, **options: Any) -> None:
+        parses.append(1)
+        parse(event, *args, **options)
+
+    monkeypatch.setattr(binlog, "_PARSED_MAPS", {})
+    monkeypatch.setattr(binlog, "_parse_table_map", counted)
+    start = captured.head()
+    for i in range(1, 31):
+        sql("INSERT INTO t VALUES (%s, %s)", (i, i * 7))
+    sql("UPDATE t SET v = v + 1 WHERE id = 3")
+    stop = captured.head()
+    expected = [(Op.INSERT, (i, i * 7)) for i in range(1, 31)] + [(Op.UPDATE, (3, 22))]
+    assert captured.read(start, stop) == expected
+    assert len(parses) == 1, "31 equal table maps"
+    assert captured.read(start, stop) == expected  # a new read of the same maps parses none
+    assert len(parses) == 1
+
+    sql("ALTER TABLE t COMMENT 'a new table definition, a new table id'")
+    again = captured.head()
+    sql("INSERT INTO t VALUES (31, 217)")
+    sql("INSERT INTO t VALUES (32, 224)")
+    assert captured.read(again, captured.head()) == [(Op.INSERT, (31, 217)), (Op.INSERT, (32, 224))]
+    assert len(parses) == 2
