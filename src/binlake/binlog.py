@@ -95,8 +95,9 @@ class _TableDecoder:
 
     A decoder is generated per row layout. The layout is identified by the table id and each
     column's type, metadata and (where logged) name: never by the identity of the library's
-    table-map object, which is new for every TABLE_MAP event and whose `id()` Python reuses, so
-    a key made of it can hand a new layout (after an ALTER) the old layout's decoder.
+    table-map object, which is new for every distinct TABLE_MAP payload (`_table_map_once`) and
+    whose `id()` Python reuses, so a key made of it can hand a new layout (after an ALTER) the
+    old layout's decoder.
 
     Where the binlog names the columns (`binlog_row_metadata=FULL`) and they differ from the
     schema's, the layout is the columns it names, taken from every schema of the table this read
