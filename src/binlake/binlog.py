@@ -152,8 +152,9 @@ class _TableDecoder:
             )
 
 
-#: TABLE_MAP events parsed so far: (payload, read options) → the first event parsed from them.
-_PARSED_MAPS: dict[tuple[Any, ...], Any] = {}
+#: TABLE_MAP events parsed so far: (payload, read options) → the fields the parse set, without
+#: what ties an event to its read (the packet, the control connection, the read's table maps).
+_PARSED_MAPS: dict[tuple[Any, ...], dict[str, Any]] = {}
 #: Distinct table maps kept (a map is a few hundred bytes and its parsed columns).
 _PARSED_MAPS_KEPT = 4096
 _parse_table_map = TableMapEvent.__init__
@@ -170,13 +171,14 @@ def _table_map_once(
     payload's bytes and the read's options alone, except under `freeze_schema` (the stream's
     table map) or `use_column_name_cache` (a query), which binlake never sets and which are
     parsed as before. Equal bytes under equal options are the same map, so a copy takes the
-    first one's parsed fields; a new table id, an ALTER, or an id reused after a restart for
+    first one's parsed fields (kept without its packet, connection and table-map dict: a cached
+    map holds no read open); a new table id, an ALTER, or an id reused after a restart for
     another layout are other bytes, parsed anew. The library's own parse is the fallback, and
     its objects are shared read-only: binlake decodes the rows itself (`_TableDecoder`)."""
-    raw = from_packet.packet
     if kw.get("freeze_schema") or kw.get("use_column_name_cache") or from_packet.read_bytes:
         _parse_table_map(self, from_packet, event_size, table_map, ctl, **kw)
         return
+    raw = from_packet.packet
     options = tuple(
         tuple(v) if isinstance(v, list) else v
         for v in (kw.get("only_tables"), kw.get("ignored_tables"), kw.get("only_schemas"),
@@ -184,17 +186,18 @@ def _table_map_once(
                   kw.get("mysql_version"), ctl._get_dbms())
     )  # fmt: skip
     key = (bytes(raw._data[raw._position : raw._position + event_size]), options)
-    first = _PARSED_MAPS.get(key)
-    if first is None:
+    parsed = _PARSED_MAPS.get(key)
+    if parsed is None:
         _parse_table_map(self, from_packet, event_size, table_map, ctl, **kw)
         if len(_PARSED_MAPS) >= _PARSED_MAPS_KEPT:
             _PARSED_MAPS.clear()
-        _PARSED_MAPS[key] = self
+        read = (from_packet, table_map, ctl)
+        _PARSED_MAPS[key] = {k: v for k, v in vars(self).items() if not any(v is r for r in read)}
         return
     BinLogEvent.__init__(self, from_packet, event_size, table_map, ctl, **kw)
     own = vars(self).keys()
-    vars(self).update({k: v for k, v in vars(first).items() if k not in own})
-    self._processed = first._processed
+    vars(self).update({k: v for k, v in parsed.items() if k not in own})
+    self._processed = parsed["_processed"]  # the base sets True; a filtered-out map is False
     if self._processed:
         table_map[self.table_id] = self.table_obj
     from_packet.advance(event_size)

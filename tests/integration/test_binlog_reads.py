@@ -145,6 +145,10 @@ def test_a_table_map_repeated_by_each_transaction_is_parsed_once(
     assert len(parses) == 1, "31 equal table maps"
     assert captured.read(start, stop) == expected  # a new read of the same maps parses none
     assert len(parses) == 1
+    (kept,) = binlog._PARSED_MAPS.values()
+    held = [type(v).__name__ for v in kept.values()]
+    assert not {"BinLogPacketWrapper", "Connection"} & set(held), "a cached map holds its read"
+    assert not any(isinstance(v, dict) and kept["table_id"] in v for v in kept.values())
 
     sql("ALTER TABLE t COMMENT 'a new table definition, a new table id'")
     again = captured.head()
