@@ -116,6 +116,13 @@ class HadoopFiles(LakeFiles):
 
     Local paths use the raw local file system: Hadoop's default one writes a `.crc` sidecar per
     file and renames it after the file, so a reader in between could fail its checksum.
+
+    A path that may well be missing (a table's first schema history, a reset that is not
+    pending, a lease nobody holds) is asked `exists` first: a Java exception
+    through py4j is costly, since PySpark classifies each one against its known error classes,
+    a JVM round trip apiece (measured ~14 ms per missing file, a fifth of a 60-table snapshot's
+    time), where `exists` is one round trip. A file removed between the two still reads as
+    missing.
     """
 
     def __init__(self, spark: SparkSession) -> None:
@@ -142,6 +149,8 @@ class HadoopFiles(LakeFiles):
 
     def read_text(self, path: str) -> str | None:
         system, where = self._resolve(path)
+        if not system.exists(where):  # an exception costs more (see the class)
+            return None
         try:
             stream = system.open(where)
         except Py4JJavaError as error:
@@ -205,6 +214,8 @@ class HadoopFiles(LakeFiles):
 
     def names(self, folder: str) -> list[str]:
         system, where = self._resolve(folder)
+        if not system.exists(where):  # an exception costs more (see the class)
+            return []
         try:
             return [status.getPath().getName() for status in system.listStatus(where)]
         except Py4JJavaError as error:
@@ -214,6 +225,8 @@ class HadoopFiles(LakeFiles):
 
     def modified(self, path: str) -> float | None:
         system, where = self._resolve(path)
+        if not system.exists(where):  # an exception costs more (see the class)
+            return None
         try:
             return float(system.getFileStatus(where).getModificationTime()) / 1000
         except Py4JJavaError as error:
