@@ -33,6 +33,7 @@ from pyspark.sql.types import StructType
 
 from binlake.config import Config, LakeConfig
 from binlake.errors import ConfigError, LakeError
+from binlake.lake_files import driver_files, join
 from binlake.schema import TableSchema
 from binlake.typemap import spark_schema
 
@@ -147,7 +148,13 @@ class PathTable(LakeTable):
     def schema(self, spark: SparkSession) -> StructType | None:
         """Not `DeltaTable.isDeltaTable`: it caches a negative answer per path for the session,
         so a table another process creates later (a snapshot job while `status` runs in a
-        notebook) stays invisible. Resolving the schema re-lists the Delta log."""
+        notebook) stays invisible. Resolving the schema re-lists the Delta log.
+
+        A path without a Delta log is answered without asking Delta: Spark's error for it is
+        classified by PySpark through py4j, ~70 ms a table (a snapshot's or a stream's first
+        look at each of many tables)."""
+        if not driver_files(spark).exists(join(self.path, "_delta_log")):
+            return None
         try:
             return self._read(spark, {}).schema
         except AnalysisException:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from binlake import jobs
+from binlake.lake import PathTable
 from binlake.lake_files import ArrowFiles, HadoopFiles, join
 
 from .items import (
@@ -67,6 +68,27 @@ def test_hadoop_files_and_arrow_files_agree(
     assert not planner.exists(path) and not driver.exists(path)
     assert driver.create_text(path, "first") and not driver.create_text(path, "second")
     assert planner.read_text(path) == "first" and driver.names(folder) == ["t %20 #x.json"]
+
+
+def test_a_path_table_that_is_not_there_is_answered_without_asking_delta(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No folder, or a folder without a Delta log: no table, and no Spark error raised to find
+    out (PySpark classifies each through py4j, ~70 ms); an empty Delta log is no table either
+    (Delta says so); a table written is found."""
+    missing, bare, empty, table = (join(tmp_path.as_uri(), n) for n in ("m", "b", "e", "t"))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "e" / "_delta_log").mkdir(parents=True)
+    with monkeypatch.context() as absent:
+        absent.setattr(PathTable, "_read", _no_delta_read)
+        assert not PathTable(missing).exists(spark) and not PathTable(bare).exists(spark)
+    assert not PathTable(empty).exists(spark)
+    spark.range(3).write.format("delta").save(table)
+    assert PathTable(table).exists(spark)
+
+
+def _no_delta_read(table: PathTable, spark: Any, options: dict[str, str]) -> Any:
+    raise AssertionError(f"Delta was asked for {table.path}, which has no Delta log")
 
 
 def _no_java_exception(files: HadoopFiles, error: Exception) -> bool:
