@@ -150,10 +150,11 @@ class PathTable(LakeTable):
         so a table another process creates later (a snapshot job while `status` runs in a
         notebook) stays invisible. Resolving the schema re-lists the Delta log.
 
-        A path without a Delta log is answered without asking Delta: Spark's error for it is
+        A path without a Delta log is answered without asking Delta where the file system can
+        say so (`LakeFiles.surely_absent`): on a classic driver, Spark's error for it is
         classified by PySpark through py4j, ~70 ms a table (a snapshot's or a stream's first
         look at each of many tables)."""
-        if not driver_files(spark).exists(join(self.path, "_delta_log")):
+        if driver_files(spark).surely_absent(join(self.path, "_delta_log")):
             return None
         try:
             return self._read(spark, {}).schema

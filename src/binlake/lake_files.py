@@ -103,6 +103,11 @@ class LakeFiles(ABC):
     def exists(self, path: str) -> bool:
         return self.modified(path) is not None
 
+    def surely_absent(self, folder: str) -> bool:
+        """Whether `folder` is known not to exist; False where the answer would cost more than
+        the caller's own attempt (see `HadoopFiles`)."""
+        return False
+
 
 def driver_files(spark: SparkSession) -> LakeFiles:
     """The driver's files: Hadoop's on a classic session, `ArrowFiles` on Spark Connect."""
@@ -222,6 +227,13 @@ class HadoopFiles(LakeFiles):
             if self._missing(error):
                 return []
             raise
+
+    def surely_absent(self, folder: str) -> bool:
+        """Hadoop knows a folder of an object store too; a Spark Connect client (`ArrowFiles`)
+        gets Spark's errors as a gRPC status, without py4j's cost, and pyarrow sees an object
+        store's folder as no file, so it never answers here."""
+        system, where = self._resolve(folder)
+        return not system.exists(where)
 
     def modified(self, path: str) -> float | None:
         system, where = self._resolve(path)
