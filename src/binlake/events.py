@@ -34,7 +34,7 @@ from pyspark.sql import types as T
 
 from binlake.config import Config
 from binlake.errors import BinlakeError
-from binlake.lake import CatalogTable, LakeTable, PathTable, events_schema
+from binlake.lake import CatalogTable, LakeTable, PathTable, events_schema, local_frame
 from binlake.layout import EVENTS_TABLE, events_path
 from binlake.offsets import BinlogOffset
 
@@ -258,7 +258,7 @@ class EventLog(logging.Handler):
         log.warning("the event log could not be written (kept for the next append): %s", first)
 
     def _append(self, rows: list[tuple[Any, ...]], txn: tuple[str, int] | None) -> None:
-        frame = self.spark.createDataFrame(rows, EVENT_SCHEMA).coalesce(1)  # one file per append
+        frame = local_frame(self.spark, rows, EVENT_SCHEMA).coalesce(1)  # one file per append
         writer = frame.write.format("delta").mode("append")
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))

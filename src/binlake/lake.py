@@ -21,14 +21,16 @@ access mode): `LakeTable.merge`, `update`, `delete`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from binlake.config import Config, LakeConfig
@@ -220,9 +222,29 @@ class CatalogTable(LakeTable):
         """Created empty first, then written with Spark's V2 overwrite-by-condition: the only
         catalog writes whose observations Spark delivers."""
         if not self.exists(spark):
-            empty = spark.createDataFrame([], rows.schema).write.format("delta")
+            empty = local_frame(spark, [], rows.schema).write.format("delta")
             self.save(empty.mode("ignore").options(**options))
         rows.writeTo(self.sql).overwrite(F.col("_chunk_id").isin(chunk_ids))
+
+
+def local_frame(
+    spark: SparkSession, rows: Sequence[Sequence[object]], schema: StructType
+) -> DataFrame:
+    """`rows` (tuples in `schema`'s column order, made on the driver; none for an empty table)
+    as a DataFrame of `schema`, handed to Spark as one Arrow table.
+
+    Not `createDataFrame(rows)`: on a classic driver that is a Python RDD, and every job over it
+    runs Python workers to unpickle the rows, one task per default partition. Measured on two
+    cores, a small Delta append (a ledger mark, an event) 0.47 s from rows, 0.19 s through
+    Arrow; creating an empty table 0.65 s, 0.38 s. A Spark Connect client sends Arrow either
+    way."""
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(arrow)
+    table = pa.Table.from_arrays(
+        [pa.array(values, field.type) for values, field in zip(columns, arrow, strict=True)],
+        schema=arrow,
+    )
+    return spark.createDataFrame(table, schema)
 
 
 def enable_column_mapping(spark: SparkSession, table: LakeTable) -> None:

@@ -36,6 +36,7 @@ from binlake.lake import (
     create_schemas,
     enable_column_mapping,
     lake_table,
+    local_frame,
     source_prefix,
 )
 from binlake.layout import (
@@ -144,13 +145,13 @@ def _ensure_silver(
         rows = _bronze_rows(spark, config, table).select("*", *_deleted_column(config))
         initial = _laid_out(rows, table, bronze_rows)
     else:
-        initial = spark.createDataFrame([], _silver_schema(config, table))
+        initial = local_frame(spark, [], _silver_schema(config, table))
     mapping = column_mapping(columns)
     if mapping and not exists and from_bronze:
         # Delta refuses a table's first commit holding rows when it maps columns by name and
         # has the Change Data Feed on (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION): such a
         # table is created empty, then filled.
-        _save_silver(spark.createDataFrame([], initial.schema), silver, mapping, "error")
+        _save_silver(local_frame(spark, [], initial.schema), silver, mapping, "error")
         exists = True
     _save_silver(initial, silver, mapping, "overwrite" if exists else "error")
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
@@ -195,7 +196,7 @@ def _ensure_member(
     route = [T.StructField(c, T.StringType()) for c in ROUTE_COLUMNS]
     if not silver.exists(spark):
         create_schemas(spark, config, [silver_name(config, table.qualified)[0]])
-        empty = spark.createDataFrame([], _silver_schema(config, table, *route))
+        empty = local_frame(spark, [], _silver_schema(config, table, *route))
         _save_silver(empty, silver, column_mapping(list(table.column_names)), "error")
     elif config.silver.deletes == "soft":
         _keep_deleted_rows(spark, silver)
@@ -210,7 +211,7 @@ def _ensure_member(
         )
         rows = _laid_out(rows, table, bronze_rows)
     else:
-        rows = spark.createDataFrame([], _silver_schema(config, table, *route))
+        rows = local_frame(spark, [], _silver_schema(config, table, *route))
     held = silver.schema(spark)
     assert held is not None
     silver.replace_rows(_conformed(rows, held), member.rows)
@@ -281,7 +282,7 @@ def _ensure_history(
     silver = silver_table(config, table)
     if not exists:
         fields = [*spark_schema(table).fields, T.StructField(OFFSET_COLUMN, T.StringType())]
-        empty = spark.createDataFrame([], T.StructType([*fields, *history_fields()]))
+        empty = local_frame(spark, [], T.StructType([*fields, *history_fields()]))
         _save_silver(empty, silver, column_mapping(list(table.column_names)), "error")
     else:
         _start_history(spark, silver, table)

@@ -28,6 +28,7 @@ from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
 from binlake.errors import BinlakeError, UnfollowableChange
 from binlake.events import attach, event
+from binlake.lake import local_frame
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
@@ -390,7 +391,7 @@ def _catch_up(
     history = SchemaHistory(spec.history_root, files)
     start = min(m.min_hw for m in marks.values())
     if start >= until:
-        frame = spark.createDataFrame([], CHANGE_SCHEMA)
+        frame = local_frame(spark, [], CHANGE_SCHEMA)
         return _CaughtUp(frame, [])
     entries = {name: tuple(history.entries(name)) for name in marks}
     floors = {name: m.min_hw for name, m in marks.items()}

@@ -46,6 +46,7 @@ from binlake.lake import (
     bronze_table,
     column_mapping,
     create_schemas,
+    local_frame,
 )
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import (
@@ -483,7 +484,7 @@ def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: Tabl
     # dropped: Delta keeps a view of each table per session, which a dropped and re-created
     # table would contradict.
     bronze_table(config, table).save(
-        spark.createDataFrame([], bronze_schema(lake_view(config.source, table)))
+        local_frame(spark, [], bronze_schema(lake_view(config.source, table)))
         .write.format("delta")
         .mode("overwrite")
         .option("overwriteSchema", "true")

@@ -47,7 +47,7 @@ from binlake.changes import Row, RowChange, RowKey, apply_changes, split_key_cha
 from binlake.chunks import chunk_of
 from binlake.config import Config, SourceConfig
 from binlake.errors import SchemaChangeError
-from binlake.lake import BRONZE_COLUMNS, LakeTable, column_name
+from binlake.lake import BRONZE_COLUMNS, LakeTable, column_name, local_frame
 from binlake.ledger import ChunkResult, ChunkState
 from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
@@ -341,7 +341,7 @@ def _frame(
     if not rows:
         empty = [fields[i] for i in indexes]
         schema = T.StructType(empty + [T.StructField(n, T.IntegerType()) for n in extra or {}])
-        return spark.createDataFrame([], schema)
+        return local_frame(spark, [], schema)
     arrays = [
         mappings[i].to_arrow([row[n] for row in rows], normalized=True)
         for n, i in enumerate(indexes)

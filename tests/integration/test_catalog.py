@@ -9,16 +9,24 @@ only `_system` (ledger, schema history, checkpoints) is written under `lake.root
 
 from __future__ import annotations
 
+import json
 import random
 import time
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
+from pyspark.sql import types as T
 
 from binlake import jobs
-from binlake.lake import PathTable
+from binlake.chunks import ChunkRange
+from binlake.lake import PathTable, local_frame
 from binlake.lake_files import ArrowFiles, HadoopFiles, join
+from binlake.ledger import FINISHED, PENDING, ChunkResult, Ledger
+from binlake.offsets import BinlogOffset
 
 from .items import (
     Racer,
@@ -85,6 +93,64 @@ def test_a_path_table_that_is_not_there_is_answered_without_asking_delta(
     assert not PathTable(empty).exists(spark)
     spark.range(3).write.format("delta").save(table)
     assert PathTable(table).exists(spark)
+
+
+def test_a_local_frame_holds_what_spark_makes_of_the_same_rows(spark: Any) -> None:
+    """`local_frame` (rows handed to Spark as Arrow) equals `createDataFrame(rows)` for every
+    kind of column binlake writes from the driver, nulls and non-null columns included, and
+    an empty frame keeps its schema."""
+    schema = T.StructType(
+        [
+            T.StructField("k", T.IntegerType(), False),
+            T.StructField("big", T.LongType()),
+            T.StructField("s", T.StringType()),
+            T.StructField("ts", T.TimestampType(), False),
+            T.StructField("ntz", T.TimestampNTZType()),
+            T.StructField("d", T.DateType()),
+            T.StructField("dec", T.DecimalType(38, 9)),
+            T.StructField("b", T.BinaryType()),
+            T.StructField("flag", T.BooleanType()),
+            T.StructField("x", T.DoubleType()),
+            T.StructField("names", T.ArrayType(T.StringType())),
+        ]
+    )
+    at = datetime(2026, 11, 29, 18, 30, 1, 123456, tzinfo=UTC)
+    rows = [
+        (1, 2**62, "é ✓", at, at.replace(tzinfo=None), date(1000, 1, 1),
+         Decimal("-12345678901234567890123456789.123456789"), b"\x00\xff", True, -0.5,
+         ["a", None]),
+        (2, None, None, at, None, None, None, None, None, None, None),
+    ]  # fmt: skip
+    assert_df_equality(
+        local_frame(spark, rows, schema), spark.createDataFrame(rows, schema), ignore_row_order=True
+    )
+    empty = local_frame(spark, [], schema)
+    assert empty.schema == schema and empty.count() == 0
+
+
+def test_the_ledger_appends_one_file_without_column_statistics(spark: Any, tmp_path: Path) -> None:
+    """Each ledger commit adds one file whose statistics are its row count alone, and the
+    chunks read back are the ones written."""
+    ledger = Ledger(spark, str(tmp_path / "ledger"))
+    ranges = [ChunkRange(None, 10), ChunkRange(10, 20), ChunkRange(20, None)]
+    ledger.record_plans({"db.a": ("id", lambda: ranges), "db.b": ("id", lambda: ranges[:1])})
+    lw, hw = BinlogOffset("mysql-bin.000001", 4), BinlogOffset("mysql-bin.000002", 120)
+    ledger.mark_finished([ChunkResult("db.a", 1, lw, hw, 7), ChunkResult("db.b", 0, lw, hw, 3)])
+    commits = sorted((tmp_path / "ledger" / "_delta_log").glob("*.json"))
+    adds = [
+        [json.loads(line)["add"] for line in c.read_text().splitlines() if '"add"' in line]
+        for c in commits
+    ]
+    assert [len(a) for a in adds] == [1, 1]
+    assert [json.loads(a[0]["stats"]) for a in adds] == [{"numRecords": 4}, {"numRecords": 2}]
+    assert [
+        (c.table, c.chunk_id, c.range, c.status, c.lw, c.hw, c.rows) for c in ledger.chunks()
+    ] == [
+        ("db.a", 0, ranges[0], PENDING, None, None, None),
+        ("db.a", 1, ranges[1], FINISHED, lw, hw, 7),
+        ("db.a", 2, ranges[2], PENDING, None, None, None),
+        ("db.b", 0, ranges[0], FINISHED, lw, hw, 3),
+    ]
 
 
 def _no_delta_read(table: PathTable, spark: Any, options: dict[str, str]) -> Any:

@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from binlake import events
@@ -68,8 +69,9 @@ class _Frame:
 
 
 class _Spark:
-    def createDataFrame(self, rows: list[Any], _: Any) -> _Frame:
-        return _Frame(rows)
+    def createDataFrame(self, table: pa.Table, _: Any) -> _Frame:
+        """The rows of the Arrow table the handler hands Spark, as tuples."""
+        return _Frame([tuple(row.values()) for row in table.to_pylist()])
 
 
 class _FlakyTable:
