@@ -20,10 +20,11 @@ access mode): `LakeTable.merge`, `update`, `delete`.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
@@ -227,6 +228,13 @@ class CatalogTable(LakeTable):
         rows.writeTo(self.sql).overwrite(F.col("_chunk_id").isin(chunk_ids))
 
 
+#: How `to_arrow_schema` is asked for UTC timestamps: Spark 4.2 takes a `timezone`, Spark 4.0 (the
+#: LTS runtime) has none and gives UTC already.
+_UTC_ARROW: dict[str, Any] = (
+    {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
+)
+
+
 def local_frame(
     spark: SparkSession, rows: Sequence[Sequence[object]], schema: StructType
 ) -> DataFrame:
@@ -238,10 +246,7 @@ def local_frame(
     cores, a small Delta append (a ledger mark, an event) 0.47 s from rows, 0.19 s through
     Arrow; creating an empty table 0.65 s, 0.38 s. A Spark Connect client sends Arrow either
     way."""
-    try:
-        arrow = to_arrow_schema(schema, timezone="UTC")
-    except TypeError:  # Spark 4.0 has no `timezone`: its timestamps are UTC
-        arrow = to_arrow_schema(schema)
+    arrow = to_arrow_schema(schema, **_UTC_ARROW)
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(arrow)
     table = pa.Table.from_arrays(
         [pa.array(values, field.type) for values, field in zip(columns, arrow, strict=True)],
