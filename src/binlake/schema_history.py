@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from binlake.schema_source import LoggedStatement
 
 log = logging.getLogger(__name__)
+
+#: Tables whose history files are read or written at once. Each is a few round trips to the lake's
+#: file system (on a classic driver, through the JVM), mostly waiting: a snapshot's 200 tables
+#: took 2.8 s to read and 2.0 s to reset one after another, before its first chunk was read.
+FILE_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,12 @@ class SchemaHistory:
     def entries(self, table: str) -> list[SchemaEntry]:
         return _entries(self._document(table).read())
 
+    def entries_of(self, tables: Iterable[str]) -> dict[str, list[SchemaEntry]]:
+        """`entries` of each table, read `FILE_THREADS` at once."""
+        names = list(dict.fromkeys(tables))
+        with ThreadPoolExecutor(FILE_THREADS, thread_name_prefix="binlake-history") as pool:
+            return dict(zip(names, pool.map(self.entries, names), strict=True))
+
     def at(self, table: str, offset: BinlogOffset) -> SchemaEntry | None:
         """The entry in force just after `offset`: the last one at or before it, else the first
         (a table's rows before its first entry precede its snapshot and are never decoded)."""
@@ -114,6 +126,11 @@ class SchemaHistory:
         """Start the table's history again from a new snapshot's schema (the snapshot follows
         every DDL after `base` itself)."""
         self._document(table).update(lambda _: _entries_json([base]))
+
+    def reset_all(self, bases: dict[str, SchemaEntry]) -> None:
+        """`reset` of each table to its base, `FILE_THREADS` at once."""
+        with ThreadPoolExecutor(FILE_THREADS, thread_name_prefix="binlake-history") as pool:
+            list(pool.map(self.reset, bases, bases.values()))
 
 
 def _entries(text: str | None) -> list[SchemaEntry]:

@@ -177,10 +177,12 @@ def _snapshot_round(
         create_schemas(spark, config, {t.database for t in tables})
         ledger = Ledger(spark, ledger_path(config))
         resets = PendingResets(driver_files(spark), config)
-        again = {t.qualified for t in tables if reset or resets.pending(t.qualified)}
+        pending = {p for d in {t.database for t in tables} for p in resets.of_database(d)}
+        again = {t.qualified for t in tables if reset or t.qualified in pending}
         filters = TableRules(config, driver_files(spark))
+        known = history.entries_of(t.qualified for t in tables)
         filters.require_unchanged(
-            t for t in tables if t.qualified not in again and history.entries(t.qualified)
+            t for t in tables if t.qualified not in again and known[t.qualified]
         )
         if again:  # before anything is reset: the source must be the lineage's server
             schemas_at = schemas_at.on(source_lineage(driver_files(spark), config, source))
@@ -190,14 +192,15 @@ def _snapshot_round(
                     log.info("snapshot: finishing the reset of %s a run began", table.qualified)
                 reset_table(spark, config, ledger, table)
         plans = _plan(conn, ledger, tables, config)
-    unrecorded = [t for t in tables if t.qualified in again or not history.entries(t.qualified)]
+    unrecorded = [t for t in tables if t.qualified in again or not known[t.qualified]]
     filters.record(unrecorded)
     if unrecorded or any(not c.finished for plan in plans.values() for c in plan):
         # Offsets are recorded: in the lake's lineage, which a run with nothing to read (a
         # `binlake run` after a failover, before its stream moved the lake) never needs.
         schemas_at = schemas_at.on(source_lineage(driver_files(spark), config, source))
-    for table in unrecorded:
-        history.reset(table.qualified, SchemaEntry(schemas_at, table))
+    bases = {t.qualified: SchemaEntry(schemas_at, t) for t in unrecorded}
+    history.reset_all(bases)
+    known.update({name: [base] for name, base in bases.items()})
     for name in again:
         resets.end(name)
     progress = Progress(plans, started)
@@ -206,7 +209,7 @@ def _snapshot_round(
         len(tables), progress.total, progress.done,
     )  # fmt: skip
     work = [
-        (t, plans[t.qualified], history.entries(t.qualified)[-1])
+        (t, plans[t.qualified], known[t.qualified][-1])
         for t in tables
         if not all(c.finished for c in plans[t.qualified])
     ]

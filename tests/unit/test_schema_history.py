@@ -99,3 +99,22 @@ def test_a_history_from_before_versions_is_read_and_carried_on(tmp_path: Path) -
     assert old.entries(TABLE) == [base]
     old.record(TABLE, _entry(1))
     assert old.entries(TABLE) == [base, _entry(1)]
+
+
+def test_many_tables_reset_and_read_at_once_each_keep_their_own_entries(tmp_path: Path) -> None:
+    """A snapshot resets and reads its tables' histories several at once (`reset_all`,
+    `entries_of`): more tables than threads, each with a base of its own, one that had DDL
+    recorded (the reset drops it), and one never recorded."""
+    history = _history(tmp_path)
+    history.record("db.t000", _entry(5))
+    tables = [f"db.t{i:03d}" for i in range(30)]
+    bases = {
+        name: SchemaEntry(BinlogOffset("binlog.000002", 4 + i), _schema(1 + i % 5))
+        for i, name in enumerate(tables)
+    }
+    history.reset_all(bases)
+
+    read = history.entries_of([*reversed(tables), "db.never", tables[3]])
+
+    assert list(read) == [*reversed(tables), "db.never"]
+    assert read == {**{name: [base] for name, base in bases.items()}, "db.never": []}
