@@ -30,7 +30,7 @@ SNAPSHOT_PHASES = {
     "plan": "binlake.snapshot:_plan",
     "plan.ledger_read": "binlake.ledger:Ledger.chunks",
     "plan.source_queries": "binlake.snapshot:plan_table",
-    "schema_history": "binlake.schema_history:SchemaHistory.reset",
+    "schema_history": "binlake.schema_history:SchemaHistory.reset_all",
     "scheduler": "binlake.snapshot:ChunkScheduler.run",
     "scheduler.table": "binlake.snapshot:ChunkScheduler._table",
     "scheduler.table.read_commit": "binlake.snapshot:_read_and_commit",

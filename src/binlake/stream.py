@@ -114,9 +114,11 @@ def _rebased(
     return _Rebased(start, ((resume, start), (planned, found)), (resume, planned))
 
 
-def _created_while_streaming(history: SchemaHistory, table: str) -> bool:
-    entries = history.entries(table)
-    return bool(entries) and entries[0].statement != ""
+def _created_while_streaming(history: SchemaHistory, tables: list[str]) -> set[str]:
+    """The tables whose history starts at their CREATE, not at a snapshot's schema."""
+    return {
+        t for t, entries in history.entries_of(tables).items() if entries and entries[0].statement
+    }
 
 
 def stream_spec(
@@ -336,7 +338,7 @@ def _start_and_follow(
     filters.require_unchanged(applied)
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
     history = schema_history(spark, config)
-    created = {t.qualified for t in applied if _created_while_streaming(history, t.qualified)}
+    created = _created_while_streaming(history, [t.qualified for t in applied])
     marks = chunk_marks(applied, chunks, joined, created) if initial else {}
     if resume is None:
         lineage = current_lineage(files, config).number
