@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.startup import markdown as startup_markdown
+
 _SYSTEMS = [
     ("client_rows_s", "A: mariadb --quick\n(C client, no write)"),
     ("jdbc_p2_rows_s", "B: Spark JDBC p2\n→ Delta"),
@@ -76,6 +78,7 @@ def markdown(r: dict[str, Any]) -> str:
         "",
         *(_many_tables(r["many_tables"]) if r.get("many_tables") else []),
         *(_backlog(r["backlog"]) if r.get("backlog") else []),
+        *(startup_markdown(r["startup"]) if r.get("startup") else []),
         "| memory (peak RSS) | MB |",
         "|---|---:|",
         f"| driver (Python + JVM) | {_fmt(m['driver_peak_mb'])} |",
@@ -515,6 +518,18 @@ def backlog_markdown(r: dict[str, Any]) -> str:
         "| phase | wall s | machine busy CPU s | JVM CPU s | driver Python CPU s | workers CPU s | mariadbd CPU s |",  # noqa: E501
         "|---|---:|---:|---:|---:|---:|---:|",
         *_cpu_rows(r),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def startup_alone_markdown(r: dict[str, Any]) -> str:
+    mc = r["machine"]
+    lines = [
+        f"# binlake benchmark {r['date']}: local start-up",
+        "",
+        f"{mc['cores']} cores, {mc['ram_gb']} GB, {mc['cpu_model']}; Spark {mc['spark_version']}.",
+        "",
+        *startup_markdown(r["startup"]),
     ]
     return "\n".join(lines) + "\n"
 

@@ -10,7 +10,8 @@ changes), BENCH_UPDATE_RATE (500/s), BENCH_LATENCY_MARKERS (30), BENCH_PROFILE_C
 BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TABLES (200; 0 skips the many-tables
 scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_ROWS (2),
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
-(= BENCH_BACKLOG), BENCH_ONLY (stream | many_tables | backlog), BENCH_TAG (suffix of the result
+(= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
+(stream | many_tables | backlog | startup), BENCH_TAG (suffix of the result
 files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from `scripts/db.sh env`).
 """
 
@@ -1388,8 +1389,8 @@ def main() -> int:
 
     bench = Bench()
     only = os.environ.get("BENCH_ONLY", "")
-    if only not in ("", "stream", "many_tables", "backlog"):
-        sys.exit(f"BENCH_ONLY={only!r}: expected stream, many_tables or backlog")
+    if only not in ("", "stream", "many_tables", "backlog", "startup"):
+        sys.exit(f"BENCH_ONLY={only!r}: expected stream, many_tables, backlog or startup")
     stamp = date.today().isoformat() + (
         f"-{os.environ['BENCH_TAG']}" if os.environ.get("BENCH_TAG") else ""
     )
@@ -1399,6 +1400,8 @@ def main() -> int:
         return main_many_tables(bench, f"many-tables-{stamp}")
     if only == "backlog":
         return main_backlog(bench, f"backlog-{stamp}")
+    if only == "startup":
+        return main_startup(f"startup-{stamp}")
     say(
         f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
         f"burst {bench.burst:,}, results bench/results/{stamp}.*"
@@ -1413,6 +1416,7 @@ def main() -> int:
         f"loaded in {time.monotonic() - started:.1f} s "
         f"(LOAD DATA {bench.rows / load_s:,.0f} rows/s)"
     )
+    startup = measure_startup(monitor) if only != "stream" else None
     spark, info = start_spark(bench, monitor)
 
     systems: list[tuple[str, str, Callable[[int], float]]] = [
@@ -1472,6 +1476,8 @@ def main() -> int:
         results["many_tables"] = many
     if backlog is not None:
         results["backlog"] = backlog
+    if startup is not None:
+        results["startup"] = startup
     results["targets"] = report.targets(results)
     report.write(RESULTS, stamp, results, "")  # written now: a failing profile loses nothing
     if not os.environ.get("BENCH_SKIP_PROFILE"):
@@ -1560,6 +1566,43 @@ def main_backlog(bench: Bench, stamp: str) -> int:
     for p in report.write_alone(RESULTS, stamp, results, report.backlog_markdown(results)):
         say(f"wrote {p.relative_to(ROOT)}")
     print(report.backlog_markdown(results), flush=True)
+    return 0
+
+
+def measure_startup(monitor) -> dict[str, Any] | None:
+    """`startup.*` (bench/startup.py), before the bench's own JVM starts; None when
+    BENCH_STARTUP_ROUNDS is 0."""
+    from bench.startup import startup
+
+    rounds = env_int("BENCH_STARTUP_ROUNDS", 5)
+    if rounds <= 0:
+        return None
+    with monitor.phase("startup"):
+        say(f"local start-up, with and without the JVM class archive ({rounds} rounds)")
+        figures = startup(rounds)
+    say(
+        f"first Delta write from a new process: {figures.get('with_archive_first_write_s')} s "
+        f"with the class archive, {figures.get('without_archive_first_write_s')} s without"
+    )
+    return figures
+
+
+def main_startup(stamp: str) -> int:
+    """`BENCH_ONLY=startup`: the local start-up figure alone, written to
+    bench/results/startup-<date>[-tag].json/.md."""
+    from bench import report
+    from bench.monitor import Monitor, machine
+
+    monitor = Monitor().start()
+    figures = measure_startup(monitor) or {"skipped": "BENCH_STARTUP_ROUNDS=0"}
+    monitor.stop()
+    import pyspark
+
+    results = {"date": stamp, "startup": figures, "machine": machine("", pyspark.__version__)}
+    text = report.startup_alone_markdown(results)
+    for p in report.write_alone(RESULTS, stamp, results, text):
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(text, flush=True)
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyspark
 
-from binlake.spark import ivy_dir, local_tuning
+from binlake.spark import class_archive_conf, ivy_dir, local_tuning
 
 #: The JVM takes ~10-20 s to start with Delta; a loaded CI machine may take several times that.
 START_TIMEOUT = 120.0
@@ -68,6 +68,7 @@ def server_command(workdir: Path, port: int) -> list[str]:
     driver, blocks = [other for other in free_ports(3) if other != port][:2]
     confs = {
         **local_tuning(),
+        **class_archive_conf(),
         "spark.connect.grpc.binding.port": str(port),
         "spark.driver.port": str(driver),
         "spark.blockManager.port": str(blocks),
