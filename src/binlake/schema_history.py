@@ -106,13 +106,6 @@ class SchemaHistory:
         with ThreadPoolExecutor(FILE_THREADS, thread_name_prefix="binlake-history") as pool:
             return dict(zip(names, pool.map(self.entries, names), strict=True))
 
-    def at(self, table: str, offset: BinlogOffset) -> SchemaEntry | None:
-        """The entry in force just after `offset`: the last one at or before it, else the first
-        (a table's rows before its first entry precede its snapshot and are never decoded)."""
-        entries = self.entries(table)
-        before = [e for e in entries if e.offset <= offset]
-        return before[-1] if before else (entries[0] if entries else None)
-
     def record(self, table: str, entry: SchemaEntry) -> None:
         """Add the entry at `entry.offset`, or replace the one there."""
 
@@ -131,6 +124,14 @@ class SchemaHistory:
         """`reset` of each table to its base, `FILE_THREADS` at once."""
         with ThreadPoolExecutor(FILE_THREADS, thread_name_prefix="binlake-history") as pool:
             list(pool.map(self.reset, bases, bases.values()))
+
+
+def entry_at(entries: list[SchemaEntry], offset: BinlogOffset) -> SchemaEntry | None:
+    """Of a table's `entries`, the one in force just after `offset`: the last one at or before
+    it, else the first (a table's rows before its first entry precede its snapshot and are never
+    decoded)."""
+    before = [e for e in entries if e.offset <= offset]
+    return before[-1] if before else (entries[0] if entries else None)
 
 
 def _entries(text: str | None) -> list[SchemaEntry]:

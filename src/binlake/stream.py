@@ -47,7 +47,7 @@ from binlake.resnapshot import Resnapshots, restart_pending, start_anew
 from binlake.retention import warn_if_purge_near
 from binlake.row_filters import check_row_filters
 from binlake.schema import TableSchema
-from binlake.schema_history import SchemaEntry, SchemaHistory, StreamTables
+from binlake.schema_history import SchemaEntry, StreamTables, entry_at
 from binlake.silver import ensure_silver, require_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import batch_ids, schema_history, with_resolved_password
@@ -114,11 +114,9 @@ def _rebased(
     return _Rebased(start, ((resume, start), (planned, found)), (resume, planned))
 
 
-def _created_while_streaming(history: SchemaHistory, tables: list[str]) -> set[str]:
+def _created_while_streaming(histories: dict[str, list[SchemaEntry]]) -> set[str]:
     """The tables whose history starts at their CREATE, not at a snapshot's schema."""
-    return {
-        t for t, entries in history.entries_of(tables).items() if entries and entries[0].statement
-    }
+    return {t for t, entries in histories.items() if entries and entries[0].statement}
 
 
 def stream_spec(
@@ -338,7 +336,9 @@ def _start_and_follow(
     filters.require_unchanged(applied)
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
     history = schema_history(spark, config)
-    created = _created_while_streaming(history, [t.qualified for t in applied])
+    # Read once, 8 tables at once; nothing in this start-up records DDL before `prepare` uses it.
+    histories = history.entries_of(t.qualified for t in applied)
+    created = _created_while_streaming(histories)
     marks = chunk_marks(applied, chunks, joined, created) if initial else {}
     if resume is None:
         lineage = current_lineage(files, config).number
@@ -367,13 +367,13 @@ def _start_and_follow(
             require_silver(spark, config, table)
         # Silver from bronze starts in bronze's schema, the one in force at the stream's start,
         # not the server's of now: DDL since then is the stream's to apply, in order.
-        entry = history.at(name, start) if initial else None
+        entry = entry_at(histories[name], start) if initial else None
         ensure_silver(
             spark, config, entry.schema if entry and entry.schema else table,
             from_bronze=initial, replace=first_start and initial,
             bronze_rows=snapshot_rows(chunks, name),
         )  # fmt: skip
-        if not history.entries(name):  # a lake from before the schema history
+        if not histories[name]:  # a lake from before the schema history
             history.reset(name, SchemaEntry(start, table))
 
     side_by_side(prepare, [t.qualified for t in applied], config)

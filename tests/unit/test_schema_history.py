@@ -15,7 +15,7 @@ from typing import Any
 from binlake.lake_files import ArrowFiles
 from binlake.offsets import BinlogOffset
 from binlake.schema import Column, TableSchema
-from binlake.schema_history import SchemaEntry, SchemaHistory
+from binlake.schema_history import SchemaEntry, SchemaHistory, entry_at
 
 TABLE = "db.orders"
 RECORDS = 12
@@ -48,7 +48,7 @@ def test_a_job_behind_keeps_the_entries_a_job_ahead_recorded(tmp_path: Path) -> 
         history.record(TABLE, _entry(position))
     history.record(TABLE, _entry(1))
     assert [e.offset.pos for e in history.entries(TABLE)] == [4, 1000, 2000, 3000]
-    assert history.at(TABLE, BinlogOffset("binlog.000001", 3500)) == _entry(3)
+    assert entry_at(history.entries(TABLE), BinlogOffset("binlog.000001", 3500)) == _entry(3)
 
 
 def _record_mine(root: str, writer: int, start: Any) -> None:
