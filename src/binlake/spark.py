@@ -153,20 +153,34 @@ def write_class_archive() -> Path:
         spark = builder.config("spark.driver.extraJavaOptions", option).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory() as lake:
-        table = f"delta.`{lake}/t`"
-        spark.range(100).selectExpr("id", "'x' AS v").write.format("delta").save(f"{lake}/t")
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
-        spark.range(50, 150).selectExpr("id", "'y' AS v").createOrReplaceTempView("changes")
-        spark.sql(
-            f"MERGE INTO {table} t USING changes c ON t.id = c.id "
-            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-        )
-        spark.read.option("readChangeFeed", "true").option("startingVersion", 1).format(
-            "delta"
-        ).load(f"{lake}/t").groupBy("_change_type").count().collect()
+        _first_steps(spark, lake)
     _stop_and_wait_for_jvm(spark)
     os.replace(written, archive)
     return archive
+
+
+def _first_steps(spark: SparkSession, lake: str) -> None:
+    """What binlake's jobs make a JVM load, in small: Arrow batches through a Python worker
+    (the chunk reads), a Delta write, a MERGE and a change-feed read (silver), and an
+    available-now stream between Delta tables (the stream's query and checkpoint)."""
+    rows = (
+        spark.range(100)
+        .selectExpr("id", "'x' AS v")
+        .mapInArrow(lambda batches: batches, "id long, v string")
+    )
+    rows.write.format("delta").save(f"{lake}/t")
+    table = f"delta.`{lake}/t`"
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.range(50, 150).selectExpr("id", "'y' AS v").createOrReplaceTempView("changes")
+    spark.sql(
+        f"MERGE INTO {table} t USING changes c ON t.id = c.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    feed = spark.read.format("delta").option("readChangeFeed", "true")
+    feed.option("startingVersion", 1).load(f"{lake}/t").groupBy("_change_type").count().collect()
+    stream = spark.readStream.format("delta").load(f"{lake}/t").writeStream.format("delta")
+    stream = stream.option("checkpointLocation", f"{lake}/checkpoint").trigger(availableNow=True)
+    stream.start(f"{lake}/copy").awaitTermination()
 
 
 def _stop_and_wait_for_jvm(spark: SparkSession) -> None:
