@@ -48,7 +48,7 @@ def _start(kind: str) -> dict[str, float]:
 
 
 def startup(rounds: int = 5) -> dict[str, Any]:
-    """Medians over `rounds` of each kind; `speedup` is without / with, on the first write."""
+    """Medians over `rounds` of each kind; `first_write_speedup` is without / with."""
     from binlake.spark import class_archive
 
     if not class_archive().is_file():

@@ -18,7 +18,7 @@ from .replay import subprocess_env
 
 #: A local session doing one Delta write, as each `binlake` command's first step does.
 FIRST_WRITE = """
-import sys, tempfile
+import tempfile
 from binlake.spark import local_session
 spark = local_session(cores=1, quiet=True)
 spark.range(10).write.format("delta").save(tempfile.mkdtemp() + "/t")
