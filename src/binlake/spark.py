@@ -138,7 +138,8 @@ def mapping_options(archive: Path) -> str:
 
 def write_class_archive() -> Path:
     """Write `class_archive()`: a local session whose JVM records every class it loads while it
-    does what binlake's jobs do, in small (`_first_steps`), and writes them out when it exits. `make setup` runs it once, after Delta's jars are cached
+    does what binlake's jobs do, in small (`_first_steps`), and writes them out when it exits.
+    `make setup` runs it once, after Delta's jars are cached
     (the archive holds the class path it was written with); it must run in a process that has
     not started a JVM yet, as `python -m binlake.spark --class-archive` does."""
     import tempfile
