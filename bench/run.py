@@ -11,8 +11,9 @@ BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TABLES (200; 0 skips t
 scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_ROWS (2),
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
-(stream | many_tables | backlog | startup), BENCH_TAG (suffix of the result
-files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from `scripts/db.sh env`).
+(stream | many_tables | backlog | startup | merge_source), BENCH_MERGE_SOURCE_ROUNDS (3),
+BENCH_TAG (suffix of the result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
+`scripts/db.sh env`).
 """
 
 from __future__ import annotations
@@ -1389,8 +1390,10 @@ def main() -> int:
 
     bench = Bench()
     only = os.environ.get("BENCH_ONLY", "")
-    if only not in ("", "stream", "many_tables", "backlog", "startup"):
-        sys.exit(f"BENCH_ONLY={only!r}: expected stream, many_tables, backlog or startup")
+    if only not in ("", "stream", "many_tables", "backlog", "startup", "merge_source"):
+        sys.exit(
+            f"BENCH_ONLY={only!r}: expected stream, many_tables, backlog, startup or merge_source"
+        )
     stamp = date.today().isoformat() + (
         f"-{os.environ['BENCH_TAG']}" if os.environ.get("BENCH_TAG") else ""
     )
@@ -1402,6 +1405,8 @@ def main() -> int:
         return main_backlog(bench, f"backlog-{stamp}")
     if only == "startup":
         return main_startup(f"startup-{stamp}")
+    if only == "merge_source":
+        return main_merge_source(bench, f"merge-source-{stamp}")
     say(
         f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
         f"burst {bench.burst:,}, results bench/results/{stamp}.*"
@@ -1566,6 +1571,22 @@ def main_backlog(bench: Bench, stamp: str) -> int:
     for p in report.write_alone(RESULTS, stamp, results, report.backlog_markdown(results)):
         say(f"wrote {p.relative_to(ROOT)}")
     print(report.backlog_markdown(results), flush=True)
+    return 0
+
+
+def main_merge_source(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=merge_source`: silver's MERGE source as built now against before
+    (bench/merge_source.py), written to bench/results/merge-source-<date>[-tag].json/.md."""
+    from bench import report
+    from bench.merge_source import merge_source, merge_source_markdown
+
+    say(f"merge source only: {bench.rows:,} rows, burst {bench.burst:,}, results "
+        f"bench/results/{stamp}.*")  # fmt: skip
+    results = run_alone(bench, stamp, "merge_source", merge_source)
+    text = merge_source_markdown(results)
+    for p in report.write_alone(RESULTS, stamp, results, text):
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(text, flush=True)
     return 0
 
 

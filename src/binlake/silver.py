@@ -14,6 +14,7 @@ is the table's changelog for downstream jobs.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -71,6 +72,11 @@ MERGE_KEY_LIST_LIMIT = 1000
 #: bench burst: 15.4 s → 13.9 s). Below it, both are a few small jobs and commits that compete for
 #: the cores (a 4-change batch: 3.5 s → 3.8 s side by side), so the MERGE runs first.
 SIDE_BY_SIDE_CHANGES = 10_000
+#: The binlog source reads a micro-batch as one partition (its changes are one ordered read),
+#: so a table's changes would be typed, collapsed and appended to the changelog by one task
+#: while the other cores wait. A table with more changes than this in a batch is spread over
+#: tasks of at most this many first.
+CHANGES_PER_TASK = 50_000
 
 
 def silver_table(config: Config, table: TableSchema) -> LakeTable:
@@ -445,6 +451,7 @@ class TableApply:
         columns: T.StructType,
         applied_before: tuple[str, str] | None = None,
         ends: ChangelogEnds | None = None,
+        changes: int | None = None,
     ) -> None:
         self.config = config
         self.table = lake_view(config.source, table)  # the images hold what lands
@@ -455,8 +462,13 @@ class TableApply:
         self.applied_before = applied_before
         self.member = member_of(config, table.qualified)
         self.ends = ends if ends is not None else ChangelogEnds()
+        #: The table's row changes in the batch, where known: from `CHANGES_PER_TASK` on they
+        #: are spread over several tasks.
+        self.changes = changes
 
     def __call__(self, changes: DataFrame) -> int:
+        if self.changes is not None and self.changes > CHANGES_PER_TASK:
+            changes = changes.repartition(math.ceil(self.changes / CHANGES_PER_TASK))
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
         # JSON images is most of what reading it costs.
         typed = typed_changes(changes, self.columns, self.table)
@@ -514,20 +526,20 @@ class TableApply:
             for j, k in enumerate(key)
             for name, agg in (("lo", F.min), ("hi", F.max))
         ]
-        # One key past the limit tells a list that fits from one that was cut short.
-        keys = (
-            [
-                F.slice(
-                    F.array_distinct(
-                        F.collect_list(exact_key(_key_of(key[0]), self._key_type(key[0])))
-                    ),
-                    1,
-                    limit,
-                ).alias("keys")
+        # One key past the limit tells a list that fits from one that was cut short. Keys as
+        # many as changes: each key changed once, and the MERGE needs no collapse. Not counted
+        # (always collapsed): a composite key, and a floating-point one, whose -0.0 and 0.0 are
+        # one key to SQL and two to a list.
+        if len(key) == 1:
+            kind = self._key_type(key[0])
+            distinct = F.array_distinct(F.collect_list(exact_key(_key_of(key[0]), kind)))
+            countable = not isinstance(kind, T.FloatType | T.DoubleType)
+            keys = [
+                F.slice(distinct, 1, limit).alias("keys"),
+                (F.lit(countable) & (F.size(distinct) == F.count(F.lit(1)))).alias("unique_keys"),
             ]
-            if len(key) == 1
-            else []
-        )
+        else:
+            keys = [F.lit(False).alias("unique_keys")]
         offsets = [F.min("_offset").alias("offset_lo"), F.max("_offset").alias("offset_hi")]
         return typed.agg(F.count(F.lit(1)).alias("count"), *bounds, *offsets, *keys).collect()[0]
 
@@ -580,10 +592,6 @@ class TableApply:
             return
         names = [*self.columns.fieldNames(), OFFSET_COLUMN]
         s = source_prefix([*names, DELETED_COLUMN])
-
-        def source(name: str) -> Column:
-            return F.col(column_name(s + name))
-
         image = F.when(F.col("_op") == "delete", F.col("_before")).otherwise(F.col("_after"))
         fields = [F.col(f"_image.{column_name(c)}").alias(s + c) for c in names[:-1]]
         flat = typed.select(
@@ -592,10 +600,21 @@ class TableApply:
             F.timestamp_seconds("_ts").alias(s + DELETED_COLUMN),
             image.alias("_image"),
         ).select(s, s + OFFSET_COLUMN, s + DELETED_COLUMN, *fields)
-        latest = Window.partitionBy(*[source(k) for k in self.table.key]).orderBy(
-            source(OFFSET_COLUMN).desc()
-        )
-        collapsed = flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n")
+        collapsed = flat if summary["unique_keys"] else _last_per_key(flat, self.table.key, s)
+        try:
+            self._merge_from(silver, collapsed, summary, names, s)
+        finally:
+            if collapsed is not flat:
+                collapsed.unpersist()
+
+    def _merge_from(
+        self, silver: LakeTable, collapsed: DataFrame, summary: Row, names: list[str], s: str
+    ) -> None:
+        """The MERGE of `collapsed` (one change per key, columns named `s` + silver's)."""
+
+        def source(name: str) -> Column:
+            return F.col(column_name(s + name))
+
         on = self._target_keys(summary)
         for k in self.table.key:
             on = on & (F.col(column_name(k)) == source(k))
@@ -648,6 +667,16 @@ class TableApply:
             low, high = (key_literal(summary[f"{e}_{j}"], kind) for e in ("lo", "hi"))
             within = within & F.col(column_name(k)).between(low, high)
         return within
+
+
+def _last_per_key(flat: DataFrame, key: tuple[str, ...], s: str) -> DataFrame:
+    """Each key's last change of `flat` by offset, cached: Delta reads a MERGE's source twice
+    and does not copy it (`spark.DETERMINISTIC_MERGE_SOURCES`), and this one costs a shuffle and
+    a sort to compute. An offset is unique per row change, so the last is always the same one."""
+    latest = Window.partitionBy(*[F.col(column_name(s + k)) for k in key]).orderBy(
+        F.col(column_name(s + OFFSET_COLUMN)).desc()
+    )
+    return flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n").persist()
 
 
 def _key_of(key: str) -> Column:

@@ -106,7 +106,7 @@ class BatchSink:
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             logged = batch_end(self.files, self.checkpoint, batch_id)
-            steps = self._apply_tables(batch, names, ddl, self._applied_before(logged))
+            steps = self._apply_tables(batch, names, ddl, counts, self._applied_before(logged))
         finally:
             batch.unpersist()
         end = None if logged is None else self.spec.on_source(logged)
@@ -167,13 +167,14 @@ class BatchSink:
         batch: DataFrame,
         names: list[str],
         ddl: list[SchemaChange],
+        counts: dict[str, int],
         applied_before: tuple[str, str] | None,
     ) -> list[tuple[str, float]]:
         def one(name: str) -> tuple[str, float]:
             own = [d for d in ddl if d.table == name]
             _, seconds = timed(
                 apply_table_changes, batch.sparkSession, self.config, self.history, self.joined,
-                batch, name, own, applied_before, self.ends,
+                batch, name, own, applied_before, self.ends, counts.get(name),
             )  # fmt: skip
             return name, seconds
 
@@ -190,9 +191,11 @@ def apply_table_changes(
     ddl: list[SchemaChange],
     applied_before: tuple[str, str] | None = None,
     ends: ChangelogEnds | None = None,
+    changes: int | None = None,
 ) -> None:
     """One table's rows and DDL of `batch`, segment by segment in binlog order
-    (`applied_before`, `ends`: see `TableApply`)."""
+    (`applied_before`, `ends`, `changes`: the table's row changes in `batch`, see
+    `TableApply`)."""
     rows = batch.where((F.col("_table") == name) & (F.col("_op") != DDL))
     bounds = [d.offset for d in ddl]
     for index, (low, high) in enumerate(zip([None, *bounds], [*bounds, None], strict=True)):
@@ -207,7 +210,7 @@ def apply_table_changes(
             if columns is None:
                 require_silver(spark, config, schema)
             else:
-                TableApply(config, schema, columns, applied_before, ends)(segment)
+                TableApply(config, schema, columns, applied_before, ends, changes)(segment)
         if index < len(ddl) and not _apply_ddl(spark, config, history, joined, ddl[index]):
             return  # the table went back to its snapshot, which holds its later rows
 

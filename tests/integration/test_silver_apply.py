@@ -32,6 +32,7 @@ from binlake.silver import (
     ensure_silver,
     silver_table,
 )
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES, session_settings
 from binlake.typemap import spark_schema
 
 pytestmark = pytest.mark.integration
@@ -112,6 +113,41 @@ def test_a_batch_lands_each_keys_last_change_by_binlog_position(
     assert _apply(spark, config, ITEMS, batch) == len(batch)
     expected = _rows(spark, ITEMS, [(1, "pen", Decimal("1.50")), (2, "ink again", None)])
     assert_df_equality(_silver(spark, config, ITEMS), expected, ignore_row_order=True)
+
+
+def test_a_batch_of_distinct_keys_is_merged_as_it_is_and_one_repeating_a_key_collapsed(
+    spark: SparkSession, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the stream runs it (Delta's copy of the MERGE source off): a batch changing each key
+    once needs no collapse and gets none; one changing a key twice (an insert, then an update
+    of it) is collapsed to each key's last change, and replayed changes nothing. Taken as it
+    is, the second batch would insert key 4 twice."""
+    collapsed: list[int] = []
+    last_per_key = silver._last_per_key
+
+    def counted(flat: DataFrame, key: tuple[str, ...], s: str) -> DataFrame:
+        collapsed.append(flat.count())
+        return last_per_key(flat, key, s)
+
+    monkeypatch.setattr(silver, "_last_per_key", counted)
+    ensure_silver(spark, config, ITEMS, from_bronze=False)
+    first: list[Change] = [("insert", 100 + k, None, (k, f"n{k}", Decimal(k))) for k in (1, 2, 3)]
+    second: list[Change] = [
+        ("update", 200, (1, "n1", Decimal(1)), (1, "u1", Decimal(1))),
+        ("delete", 210, (2, "n2", Decimal(2)), None),
+        ("insert", 220, None, (4, "n4", None)),
+        ("update", 230, (4, "n4", None), (4, "u4", Decimal(4))),
+    ]
+    with session_settings(spark, DETERMINISTIC_MERGE_SOURCES):
+        _apply(spark, config, ITEMS, first)
+        assert collapsed == []
+        _apply(spark, config, ITEMS, second)
+        assert collapsed == [len(second)]
+        _apply(spark, config, ITEMS, second)  # a replay
+    expected = [(1, "u1", Decimal(1)), (3, "n3", Decimal(3)), (4, "u4", Decimal(4))]
+    assert_df_equality(
+        _silver(spark, config, ITEMS), _rows(spark, ITEMS, expected), ignore_row_order=True
+    )
 
 
 @pytest.mark.parametrize("side_by_side", [False, True], ids=["in-turn", "side-by-side"])

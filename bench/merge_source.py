@@ -1,0 +1,126 @@
+"""`merge_source.*` (`BENCH_ONLY=merge_source`): the stream's catch-up of one burst with silver's
+MERGE source as binlake builds it against the way it was built before, alternated in one process
+on the same data.
+
+`now`: Delta's copy of the MERGE source off (`binlake.spark.DETERMINISTIC_MERGE_SOURCES`), a
+table's large batch spread over tasks (`silver.CHANGES_PER_TASK`), no collapse when each key
+changed once (the summary's `unique_keys`). `before`: the copy on, one task, always collapsed;
+made by patching those three for the run (like `bench.phases`, no change to `src/`).
+
+`bench.customer` (`BENCH_ROWS`) is snapshotted and its silver created once; one burst
+(`BENCH_BURST`, `bench.data.make_burst`) follows. Each run catches that burst up from a copy of
+the lake as it was before it (the same binlog range, the same silver files): a warm-up run of
+`before`, then `BENCH_MERGE_SOURCE_ROUNDS` rounds of both, the order reversed every round, so the
+JVM's warm-up and the machine's drift hit both alike. Figures are medians of the rounds: the
+catch-up's wall time and Delta's metrics of silver's MERGE; `speedup` is before / now. The
+burst changes each key once (`now` merges it uncollapsed); a batch repeating keys is collapsed
+and cached (`silver._last_per_key`) before an uncopied MERGE.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+from bench.run import Bench, create_silver, env_int, say
+
+METRICS = ("executionTimeMs", "materializeSourceTimeMs", "scanTimeMs", "rewriteTimeMs")
+
+
+@contextmanager
+def built_as_before() -> Iterator[None]:
+    """silver's MERGE source as binlake built it before: copied by Delta, one task, collapsed."""
+    from pyspark.sql import Row
+
+    from binlake import silver, stream
+
+    summary = silver.TableApply._summary
+
+    def always_collapsed(self: Any, typed: Any) -> Any:
+        return Row(**{**summary(self, typed).asDict(), "unique_keys": False})
+
+    saved = stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK
+    stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK = {}, 10**12
+    silver.TableApply._summary = always_collapsed  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK = saved
+        silver.TableApply._summary = summary  # type: ignore[method-assign]
+
+
+def merge_source(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
+    from delta.tables import DeltaTable
+
+    from bench.data import create_and_load, make_burst
+    from binlake import jobs
+
+    create_and_load(bench.password or "", bench.port, bench.rows)
+    bench.binlake_snapshot(spark, 2, "merge-source", keep=True)
+    base = bench.kept_root
+    assert base is not None
+    create_silver(spark, bench.config(base, 2), monitor, "merge_source_init")
+    burst = make_burst(bench.password or "", bench.port, bench.burst)
+    rounds = max(env_int("BENCH_MERGE_SOURCE_ROUNDS", 3), 1)
+    plan = [
+        "before",
+        *[k for r in range(rounds) for k in (("before", "now"), ("now", "before"))[r % 2]],
+    ]
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "now": []}
+    for index, kind in enumerate(plan):
+        root = base.with_name(f"{base.name}-{kind}")
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(base, root)
+        with built_as_before() if kind == "before" else nullcontext():
+            started = time.monotonic()
+            jobs.stream(spark, bench.config(root, 2), available_now=True)
+            seconds = time.monotonic() - started
+        merge = DeltaTable.forPath(spark, str(root / "silver" / "bench" / "customer")).history(1)
+        metrics = merge.collect()[0]["operationMetrics"]
+        shutil.rmtree(root, ignore_errors=True)
+        warm_up = " (warm-up)" if index == 0 else ""
+        say(f"merge source: {kind:6s} catch-up {seconds:.1f} s, "
+            f"MERGE {metrics['executionTimeMs']} ms{warm_up}")  # fmt: skip
+        if index:
+            runs[kind].append({"s": seconds, **{k: float(metrics.get(k, 0)) for k in METRICS}})
+    medians = {
+        kind: {key: round(statistics.median(r[key] for r in done), 2) for key in done[0]}
+        for kind, done in runs.items()
+    }
+    return {
+        "changes": burst.changes,
+        "rounds": rounds,
+        "before": medians["before"],
+        "now": medians["now"],
+        "samples": runs,
+        "speedup": round(medians["before"]["s"] / medians["now"]["s"], 3),
+        "merge_speedup": round(
+            medians["before"]["executionTimeMs"] / medians["now"]["executionTimeMs"], 3
+        ),
+    }
+
+
+def merge_source_markdown(results: dict[str, Any]) -> str:
+    figures = results["merge_source"]
+    rows = [
+        f"# binlake benchmark {results['date']}: silver's MERGE source",
+        "",
+        f"The catch-up of one burst of {figures['changes']:,} changes, median of "
+        f"{figures['rounds']} alternated rounds after a warm-up (bench/merge_source.py).",
+        "",
+        "| | catch-up s | MERGE ms | source copy ms | scan ms | rewrite ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind in ("before", "now"):
+        m = figures[kind]
+        rows.append(
+            f"| {kind} | {m['s']:.2f} | {m['executionTimeMs']:,.0f} | "
+            f"{m['materializeSourceTimeMs']:,.0f} | {m['scanTimeMs']:,.0f} | "
+            f"{m['rewriteTimeMs']:,.0f} |"
+        )
+    rows += ["", f"before / now: catch-up {figures['speedup']}×, MERGE {figures['merge_speedup']}×"]
+    return "\n".join(rows) + "\n"
