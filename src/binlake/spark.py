@@ -219,25 +219,32 @@ DETERMINISTIC_MERGE_SOURCES = {
 @contextlib.contextmanager
 def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """`settings` in force on `spark` inside the block, each restored after (unset where it
-    was). A setting the compute refuses (serverless and standard access mode change only a few)
-    keeps its value: each of binlake's settings saves time, none is needed to be exact."""
+    was). They go together or not at all: a compute that refuses one (serverless and standard
+    access mode change only a few) keeps its own values for all, which saves no time but loses
+    nothing; a part of them could (`DETERMINISTIC_MERGE_SOURCES` without its second setting
+    fails every MERGE of a cached source)."""
     before: dict[str, str | None] = {}
-    for key, value in settings.items():
-        try:
-            previous = spark.conf.get(key, None)
+    try:
+        for key, value in settings.items():
+            before[key] = spark.conf.get(key, None)
             spark.conf.set(key, value)
-        except Exception as refused:  # the compute's own error class, whichever it is
-            log.debug("%s stays as the compute has it: %s", key, str(refused).splitlines()[0])
-            continue
-        before[key] = previous
+    except Exception as refused:  # the compute's own error class, whichever it is
+        log.debug("session settings left as the compute has them: %s", str(refused).splitlines()[0])
+        with contextlib.suppress(Exception):
+            _restore(spark, before)
+        before = {}
     try:
         yield
     finally:
-        for key, previous in before.items():
-            if previous is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, previous)
+        _restore(spark, before)
+
+
+def _restore(spark: SparkSession, values: dict[str, str | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
 
 
 def is_connect(spark: SparkSession) -> bool:
