@@ -34,9 +34,10 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Written while a racer changes rows, a batch of a few hundred changes (over a limit of 40
-    per task) is applied, lost before its checkpoint commit and applied again: silver equals the
-    source and the changelog holds each change once. Every MERGE ran with Delta's copy off and
-    the batch in several partitions; the session's own setting is back once the stream ends."""
+    per task) is applied while the racer goes on, lost before its checkpoint commit and applied
+    again: silver equals the source and the changelog holds each change once. Every MERGE ran
+    with Delta's copy off and the batch in several partitions; the session's own settings are
+    back once the stream ends."""
     monkeypatch.setattr(silver, "CHANGES_PER_TASK", 40)
     merged: list[tuple[dict[str, str | None], int]] = []
     merge = silver.TableApply._merge
@@ -54,8 +55,7 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
         time.sleep(2)
         assert racer.statements > 2 * 40
         stream_losing_its_commit(spark, config, monkeypatch)
-        jobs.stream(spark, config, available_now=True)  # the replay
-    jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)  # the replay, and the racer's last changes
     assert merged and all(settings == DETERMINISTIC_MERGE_SOURCES for settings, _ in merged)
     assert max(partitions for _, partitions in merged) > 1
     assert _settings(spark) == before
