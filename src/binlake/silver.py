@@ -438,8 +438,9 @@ class TableApply:
 
     Both are idempotent by the offsets they compare: the MERGE updates only with newer
     changes, the changelog appends only changes it does not hold. Their fixed cost is one small
-    aggregate (the count, key and offset ranges and, for a single-column key, the key list)
-    plus the two commits. The MERGE condition
+    aggregate (the count, key and offset ranges and, for a single-column key, the key list and
+    whether any key repeats: a batch of distinct keys needs no collapse) plus the two commits.
+    The MERGE condition
     names the batch's keys (their list, or their range) as a target-only predicate, so Delta
     skips the silver files that cannot hold them instead of scanning the whole table.
     """
