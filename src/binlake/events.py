@@ -13,7 +13,9 @@ append after every batch would take a core from the next batch's MERGE), at a ru
 end, every `FLUSH_EVERY_S` otherwise, and when the job ends (an error that ends it is its last
 row). An append holding batches' rows carries the newest batch id as Delta's idempotent-write
 version (`txnAppId` / `txnVersion`), so a batch Spark replays after a crash writes its events
-once. A process killed outright loses the rows not yet appended (up to `FLUSH_EVERY_S`' worth);
+once. On Spark Connect a batch's events are written by the server's `foreachBatch` worker,
+which the server stops when its query ends: there each batch appends its rows before it
+returns. A process killed outright loses the rows not yet appended (up to `FLUSH_EVERY_S`' worth);
 the lake loses nothing. Writing the log is never why a job fails: a failed append is retried
 with the next one, and said on stderr.
 """
@@ -144,10 +146,20 @@ class EventLog(logging.Handler):
 
     With `background`, appends run in a thread of their own, so no batch waits for one (a small
     Delta append costs about a second on two cores): rows that arrive meanwhile go out together
-    in the next, carrying the newest batch's id."""
+    in the next, carrying the newest batch's id.
+
+    `in_batch_worker`: the handler lives in a Spark Connect server's `foreachBatch` worker,
+    which the server stops as soon as its query ends (an available-now run ends right after its
+    last batch). Nothing there outlives a batch, so each batch's rows are appended before the
+    batch returns, in the batch's own thread."""
 
     def __init__(
-        self, spark: SparkSession, table: LakeTable, job: str, background: bool = True
+        self,
+        spark: SparkSession,
+        table: LakeTable,
+        job: str,
+        background: bool = True,
+        in_batch_worker: bool = False,
     ) -> None:
         super().__init__()
         self.spark = spark
@@ -163,8 +175,9 @@ class EventLog(logging.Handler):
         self._local = threading.local()
         self._due = threading.Event()
         self._closed = False
+        self._in_batch_worker = in_batch_worker
         self._writer: threading.Thread | None = None
-        if background:
+        if background and not in_batch_worker:
             self._writer = threading.Thread(
                 target=self._append_when_due, name="binlake-events", daemon=True
             )
@@ -187,7 +200,7 @@ class EventLog(logging.Handler):
             self._since = self._since if self._since is not None else now
             due = (
                 at_once
-                or (txn is not None and now - self._appended >= BATCH_FLUSH_S)
+                or (txn is not None and self._batch_due(now))
                 or now - self._since >= FLUSH_EVERY_S
             )
         if due and self._writer is not None:
@@ -195,6 +208,11 @@ class EventLog(logging.Handler):
         elif due:
             self.flush()
         return True
+
+    def _batch_due(self, now: float) -> bool:
+        """Whether a stream batch's row goes out now: in a batch worker always (the worker may
+        be stopped right after the batch), else unless an append began `BATCH_FLUSH_S` ago."""
+        return self._in_batch_worker or now - self._appended >= BATCH_FLUSH_S
 
     def emit(self, record: logging.LogRecord) -> None:
         self.handle(record)
@@ -287,11 +305,13 @@ def _ended_by(job: str, exc: Exception) -> logging.LogRecord:
     )  # fmt: skip
 
 
-def attach(spark: SparkSession, config: Config, job: str) -> EventLog | None:
+def attach(
+    spark: SparkSession, config: Config, job: str, in_batch_worker: bool = False
+) -> EventLog | None:
     """Record this process's events of `job` into the lake's event table (`lake.event_log`),
     unless a handler does already; returns the handler added. A stream's `foreachBatch` runs
     in a process of its own on Spark Connect, where the job's `recording` never ran, and
-    attaches there."""
+    attaches there (`in_batch_worker`)."""
     if not config.lake.event_log:
         return None
     table = event_table(config)
@@ -299,7 +319,7 @@ def attach(spark: SparkSession, config: Config, job: str) -> EventLog | None:
     for handler in root.handlers:
         if isinstance(handler, EventLog) and (str(handler.table), handler.job) == (str(table), job):
             return None
-    added = EventLog(spark, table, job)
+    added = EventLog(spark, table, job, in_batch_worker=in_batch_worker)
     if not root.isEnabledFor(logging.INFO):  # events are info lines; other handlers keep theirs
         root.setLevel(logging.INFO)
     root.addHandler(added)

@@ -85,7 +85,7 @@ class BatchSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if is_connect(batch.sparkSession):  # a Spark Connect server's worker, not the job's process
-            attach(batch.sparkSession, self.config, self.spec.job)
+            attach(batch.sparkSession, self.config, self.spec.job, in_batch_worker=True)
         try:
             self._apply(batch, batch_id)
         except BinlakeError as exc:

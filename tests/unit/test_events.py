@@ -197,3 +197,24 @@ def test_rows_of_batches_spark_committed_go_out_without_the_version_of_another_j
     assert [w.options.get("txnVersion") for w in mine.appends] == ["1", None]
     assert [r[-1] for r in mine.appends[1].rows] == ["batch 2"]
     assert [w.options.get("txnVersion") for w in theirs.appends] == ["1", "2"]  # may be replayed
+
+
+def test_a_batch_worker_appends_each_batch_s_rows_before_the_batch_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark Connect stops a query's `foreachBatch` worker as soon as the query ends: a row
+    left to a writer thread, or waiting for company, would die with it."""
+    clock = [100.0]
+    monkeypatch.setattr(events.time, "monotonic", lambda: clock[0])
+    table = _FlakyTable()
+    table.refused = 1
+    handler = EventLog(_Spark(), table, "silver", in_batch_worker=True)  # type: ignore[arg-type]
+    assert handler._writer is None  # nothing that outlives the batch
+    for n in (1, 2, 3):  # a 1 s trigger: well inside BATCH_FLUSH_S
+        handler.handle(_line("binlake.sink", logging.INFO, "ddl", **event("ddl_applied")))
+        found = event("stream_batch", rows=n, txn=("binlake-stream-q", n))
+        handler.handle(_line("binlake.sink", logging.INFO, f"batch {n}", **found))
+        assert [r[-1] for r in table.appends[-1].rows] == ["ddl", f"batch {n}"]
+        assert table.appends[-1].options["txnVersion"] == str(n)  # a replay appends it once
+        clock[0] += 1.0
+    assert len(table.appends) == 3
