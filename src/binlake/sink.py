@@ -263,9 +263,9 @@ def _apply_ddl(
 
 
 def _batch_summary(batch: DataFrame) -> tuple[dict[str, int], int | None, list[SchemaChange]]:
-    """Each table's count of row changes, the newest change's commit time and the DDL rows
-    (`_ddl_records`), from one Spark job: a batch of a few changes costs a few small jobs in
-    all, and each is a fixed cost of its latency."""
+    """Each table's count of row changes, the newest change's commit time and the DDL rows in
+    binlog order (each table's segments are cut at them), from one Spark job: a batch of a few
+    changes costs a few small jobs in all, and each is a fixed cost of its latency."""
     ddl_fields = ["_table", "_file", "_pos", "_before", "_after", "_ts"]
     is_ddl = F.col("_op") == DDL
     summary = (
@@ -280,11 +280,6 @@ def _batch_summary(batch: DataFrame) -> tuple[dict[str, int], int | None, list[S
     counts = {r["_table"]: r["n"] for r in summary if r["n"]}
     newest = max((r["ts"] for r in summary), default=None)
     return counts, newest, _in_binlog_order([d for r in summary for d in r["ddl"]])
-
-
-def _ddl_records(batch: DataFrame) -> list[SchemaChange]:
-    """The batch's DDL rows in binlog order (each table's segments are cut at them)."""
-    return _in_binlog_order(batch.where(F.col("_op") == DDL).collect())
 
 
 def _in_binlog_order(rows: list[Row]) -> list[SchemaChange]:
@@ -354,7 +349,10 @@ def join_ready_tables(
         rows = snapshot_rows(chunks, name)
         ensure_silver(spark, config, tables[name], from_bronze=True, replace=True, bronze_rows=rows)
         own = [d for d in caught_up.ddl if d.table == name]
-        apply_table_changes(spark, config, history, registry, caught_up.frame, name, own, ends=ends)
+        apply_table_changes(
+            spark, config, history, registry, caught_up.frame, name, own, ends=ends,
+            changes=caught_up.counts.get(name, 0),
+        )  # fmt: skip
 
     try:
         side_by_side(join, ready, config)
@@ -379,6 +377,7 @@ def _finished(chunks: list[ChunkState], table: str) -> bool:
 class _CaughtUp:
     frame: DataFrame
     ddl: list[SchemaChange]
+    counts: dict[str, int]  # each table's row changes in `frame`
 
 
 def _catch_up(
@@ -395,14 +394,15 @@ def _catch_up(
     start = min(m.min_hw for m in marks.values())
     if start >= until:
         frame = local_frame(spark, [], CHANGE_SCHEMA)
-        return _CaughtUp(frame, [])
+        return _CaughtUp(frame, [], {})
     entries = {name: tuple(history.entries(name)) for name in marks}
     floors = {name: m.min_hw for name, m in marks.items()}
     partition = BinlogRange(start.file, start.pos, until.file, until.pos, entries, floors)
     bounded = replace(spec, name=f"{spec.name}_join", marks=marks)
     spark.dataSource.register(binlog_source(bounded, partition))
     frame = spark.read.format(bounded.name).load().persist()
-    return _CaughtUp(frame, _ddl_records(frame))
+    counts, _, ddl = _batch_summary(frame)  # the counts spread a large catch-up over tasks
+    return _CaughtUp(frame, ddl, counts)
 
 
 #: Tables applied at once: each is a few small Spark jobs and Delta commits, mostly waiting on

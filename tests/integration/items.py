@@ -9,6 +9,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -17,10 +18,11 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from binlake import jobs
+from binlake import jobs, silver
 from binlake.events import event_table
 from binlake.lake import lake_table
 from binlake.sink import BatchSink
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES
 
 from .replay import connect
 
@@ -208,3 +210,30 @@ def stream_losing_its_commit(spark: Any, config: Any, monkeypatch: pytest.Monkey
         patched.setattr(BatchSink, "__call__", applied_then_lost)
         with pytest.raises(Exception, match="died before the checkpoint commit"):
             jobs.stream(spark, config, available_now=True)
+
+
+@dataclass(frozen=True)
+class MergeSeen:
+    """A silver MERGE as it ran: its table, the change count it was given, its source's
+    partitions and the session's MERGE-source settings at that moment."""
+
+    table: str
+    changes: int | None
+    partitions: int
+    settings: dict[str, str | None]
+
+
+def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
+    """Each silver MERGE from now on, recorded as it runs."""
+    merged: list[MergeSeen] = []
+    merge = silver.TableApply._merge
+
+    def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
+        conf = typed.sparkSession.conf
+        settings = {key: conf.get(key, None) for key in DETERMINISTIC_MERGE_SOURCES}
+        partitions = typed.rdd.getNumPartitions()
+        merged.append(MergeSeen(self.table.qualified, self.changes, partitions, settings))
+        merge(self, typed, summary)
+
+    monkeypatch.setattr(silver.TableApply, "_merge", observed)
+    return merged

@@ -18,6 +18,7 @@ from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    observed_merges,
     seed_items,
     stream_losing_its_commit,
 )
@@ -39,14 +40,7 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     with Delta's copy off and the batch in several partitions; the session's own settings are
     back once the stream ends."""
     monkeypatch.setattr(silver, "CHANGES_PER_TASK", 40)
-    merged: list[tuple[dict[str, str | None], int]] = []
-    merge = silver.TableApply._merge
-
-    def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
-        merged.append((_settings(typed.sparkSession), typed.rdd.getNumPartitions()))
-        merge(self, typed, summary)
-
-    monkeypatch.setattr(silver.TableApply, "_merge", observed)
+    merges = observed_merges(monkeypatch)
     seed_items(sql, 600)
     config = make_config(stream={"trigger_interval": "1s"})
     before = _settings(spark)
@@ -56,8 +50,8 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
         assert racer.statements > 2 * 40
         stream_losing_its_commit(spark, config, monkeypatch)
     jobs.stream(spark, config, available_now=True)  # the replay, and the racer's last changes
-    assert merged and all(settings == DETERMINISTIC_MERGE_SOURCES for settings, _ in merged)
-    assert max(partitions for _, partitions in merged) > 1
+    assert merges and all(m.settings == DETERMINISTIC_MERGE_SOURCES for m in merges)
+    assert max(m.partitions for m in merges) > 1
     assert _settings(spark) == before
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")

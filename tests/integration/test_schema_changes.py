@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
+from binlake import jobs, silver
 from binlake.errors import SchemaChangeError
 from binlake.lake_files import ArrowFiles, HadoopFiles
 from binlake.layout import tables_path
@@ -22,6 +22,7 @@ from .items import (
     ITEMS,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    observed_merges,
     seed_items,
     source_columns,
     wait_for,
@@ -260,8 +261,12 @@ def test_narrowing_resnapshots_the_table_or_stops_with_the_remedy(
 
 
 def test_table_added_to_the_config_joins_without_losing_changes(
-    spark: Any, sql: Any, make_config: Any, racer: Any
+    spark: Any, sql: Any, make_config: Any, racer: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The joining table's catch-up, large here (over a limit of 20 changes per task), is
+    typed in several tasks like a large batch."""
+    monkeypatch.setattr(silver, "CHANGES_PER_TASK", 20)
+    merges = observed_merges(monkeypatch)
     seed_items(sql, 200, copy="later")
     config = make_config(source={"tables": ["items"]})
     jobs.snapshot(spark, config)
@@ -275,6 +280,9 @@ def test_table_added_to_the_config_joins_without_losing_changes(
     with racer("later"):
         _stream(spark, wider)
     _stream(spark, wider)
+    joined = next(m for m in merges if m.table.endswith(".later"))  # its catch-up's
+    assert joined.changes is not None and joined.changes > 20, joined
+    assert joined.partitions > 1, joined
     assert_silver_is_source(spark, sql, wider, "later")
     assert_silver_is_source(spark, sql, wider, "items")
     assert_changelog_holds_each_change_once(spark, wider, "later")
