@@ -212,6 +212,11 @@ def stream_losing_its_commit(spark: Any, config: Any, monkeypatch: pytest.Monkey
             jobs.stream(spark, config, available_now=True)
 
 
+def merge_source_settings(session: Any) -> dict[str, str | None]:
+    """The session's values of the settings binlake's stream gives silver's MERGE source."""
+    return {key: session.conf.get(key, None) for key in DETERMINISTIC_MERGE_SOURCES}
+
+
 @dataclass(frozen=True)
 class MergeSeen:
     """A silver MERGE as it ran: its table, the change count it was given, its source's
@@ -229,8 +234,7 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
     merge = silver.TableApply._merge
 
     def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
-        conf = typed.sparkSession.conf
-        settings = {key: conf.get(key, None) for key in DETERMINISTIC_MERGE_SOURCES}
+        settings = merge_source_settings(typed.sparkSession)
         partitions = typed.rdd.getNumPartitions()
         merged.append(MergeSeen(self.table.qualified, self.changes, partitions, settings))
         merge(self, typed, summary)

@@ -18,16 +18,13 @@ from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    merge_source_settings,
     observed_merges,
     seed_items,
     stream_losing_its_commit,
 )
 
 pytestmark = pytest.mark.integration
-
-
-def _settings(session: Any) -> dict[str, str | None]:
-    return {key: session.conf.get(key, None) for key in DETERMINISTIC_MERGE_SOURCES}
 
 
 def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
@@ -43,7 +40,7 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     merges = observed_merges(monkeypatch)
     seed_items(sql, 600)
     config = make_config(stream={"trigger_interval": "1s"})
-    before = _settings(spark)
+    before = merge_source_settings(spark)
     jobs.snapshot(spark, config)
     with Racer(db_env, database, pause=0.002) as racer:
         time.sleep(2)
@@ -52,6 +49,6 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     jobs.stream(spark, config, available_now=True)  # the replay, and the racer's last changes
     assert merges and all(m.settings == DETERMINISTIC_MERGE_SOURCES for m in merges)
     assert max(m.partitions for m in merges) > 1
-    assert _settings(spark) == before
+    assert merge_source_settings(spark) == before
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
