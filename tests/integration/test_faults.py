@@ -95,14 +95,19 @@ def kill_binlake_connections(server: PrivateServer) -> int:
     """`KILL` every connection of the `binlake` user but this one (the racer's too): what a DBA,
     a proxy failover or an idle timeout does to a job's sessions."""
     with connect(server.db_env) as conn, conn.cursor() as cur:
-        cur.execute(
-            "SELECT id FROM information_schema.processlist "
-            "WHERE user = 'binlake' AND id <> CONNECTION_ID()"
-        )
-        ids = [row[0] for row in cur.fetchall()]
-        for thread in ids:
-            with contextlib.suppress(pymysql.MySQLError):  # gone meanwhile
-                cur.execute("KILL CONNECTION %s", (thread,))
+        return _kill_others(cur)
+
+
+def _kill_others(cur: Any) -> int:
+    """`KILL` the `binlake` user's connections but `cur`'s own; how many there were."""
+    cur.execute(
+        "SELECT id FROM information_schema.processlist "
+        "WHERE user = 'binlake' AND id <> CONNECTION_ID()"
+    )
+    ids = [row[0] for row in cur.fetchall()]
+    for thread in ids:
+        with contextlib.suppress(pymysql.MySQLError):  # gone meanwhile
+            cur.execute("KILL CONNECTION %s", (thread,))
     return len(ids)
 
 
@@ -246,14 +251,15 @@ def test_continuous_stream_survives_source_restarts_and_killed_connections(
 
 
 def _kill_until_the_stream_reconnects(server: PrivateServer, log: Path) -> None:
-    """`KILL` the stream's connections every 0.3 s until it logs a reconnect. A batch holds
-    its connections for a moment (the head, the read) and then applies for seconds (ten on a
-    slow machine): kills timed by the clock alone may all fall between two batches' reads."""
+    """`KILL` the stream's connections as soon as they appear (every 5 ms) until it logs a
+    reconnect. A batch holds its connections for milliseconds (the head, the binlog read) and
+    then applies for seconds: kills 0.3 s apart fell between the reads for 90 s (CI)."""
     deadline = time.monotonic() + 90
-    while "reconnecting" not in log.read_text():
-        assert time.monotonic() < deadline, "no kill reached the stream"
-        kill_binlake_connections(server)
-        time.sleep(0.3)
+    with connect(server.db_env) as conn, conn.cursor() as cur:
+        while "reconnecting" not in log.read_text():
+            assert time.monotonic() < deadline, "no kill reached the stream"
+            _kill_others(cur)
+            time.sleep(0.005)
 
 
 def _await_stream_at(
