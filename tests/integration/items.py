@@ -22,7 +22,7 @@ from binlake import jobs, silver
 from binlake.events import event_table
 from binlake.lake import lake_table
 from binlake.sink import BatchSink
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
 
 from .replay import connect
 
@@ -220,12 +220,14 @@ def merge_source_settings(session: Any) -> dict[str, str | None]:
 @dataclass(frozen=True)
 class MergeSeen:
     """A silver MERGE as it ran: its table, the change count it was given, its source's
-    partitions and the session's MERGE-source settings at that moment."""
+    partitions and the session's MERGE-source and code-generation settings at that moment."""
 
     table: str
     changes: int | None
     partitions: int
     settings: dict[str, str | None]
+    #: The session's code-generation settings (`spark.INTERPRETED_QUERIES`'s keys).
+    codegen: dict[str, str | None]
 
 
 def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
@@ -235,8 +237,9 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
 
     def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
         settings = merge_source_settings(typed.sparkSession)
+        codegen = {key: typed.sparkSession.conf.get(key, None) for key in INTERPRETED_QUERIES}
         partitions = typed.rdd.getNumPartitions()
-        merged.append(MergeSeen(self.table.qualified, self.changes, partitions, settings))
+        merged.append(MergeSeen(self.table.qualified, self.changes, partitions, settings, codegen))
         merge(self, typed, summary)
 
     monkeypatch.setattr(silver.TableApply, "_merge", observed)
