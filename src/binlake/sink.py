@@ -112,12 +112,7 @@ class BatchSink:
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             logged = batch_end(self.files, self.checkpoint, batch_id)
-            small = sum(counts.values()) <= INTERPRETED_CHANGES
-            with (
-                session_settings(batch.sparkSession, INTERPRETED_QUERIES)
-                if small
-                else contextlib.nullcontext()
-            ):
+            with _query_mode(batch.sparkSession, sum(counts.values())):
                 steps = self._apply_tables(batch, names, ddl, counts, self._applied_before(logged))
         finally:
             batch.unpersist()
@@ -191,6 +186,13 @@ class BatchSink:
             return name, seconds
 
         return side_by_side(one, names, self.config)
+
+
+def _query_mode(spark: SparkSession, changes: int) -> contextlib.AbstractContextManager[None]:
+    """Interpreted queries for a batch of at most `INTERPRETED_CHANGES` changes, else as is."""
+    if changes <= INTERPRETED_CHANGES:
+        return session_settings(spark, INTERPRETED_QUERIES)
+    return contextlib.nullcontext()
 
 
 def apply_table_changes(

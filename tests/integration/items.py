@@ -8,7 +8,7 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,9 +212,14 @@ def stream_losing_its_commit(spark: Any, config: Any, monkeypatch: pytest.Monkey
             jobs.stream(spark, config, available_now=True)
 
 
+def session_values(session: Any, keys: Iterable[str]) -> dict[str, str | None]:
+    """The session's values of `keys` (None where unset)."""
+    return {key: session.conf.get(key, None) for key in keys}
+
+
 def merge_source_settings(session: Any) -> dict[str, str | None]:
     """The session's values of the settings binlake's stream gives silver's MERGE source."""
-    return {key: session.conf.get(key, None) for key in DETERMINISTIC_MERGE_SOURCES}
+    return session_values(session, DETERMINISTIC_MERGE_SOURCES)
 
 
 @dataclass(frozen=True)
@@ -237,7 +242,7 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
 
     def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
         settings = merge_source_settings(typed.sparkSession)
-        codegen = {key: typed.sparkSession.conf.get(key, None) for key in INTERPRETED_QUERIES}
+        codegen = session_values(typed.sparkSession, INTERPRETED_QUERIES)
         partitions = typed.rdd.getNumPartitions()
         merged.append(MergeSeen(self.table.qualified, self.changes, partitions, settings, codegen))
         merge(self, typed, summary)

@@ -22,6 +22,7 @@ from .items import (
     merge_source_settings,
     observed_merges,
     seed_items,
+    session_values,
     stream_losing_its_commit,
 )
 
@@ -69,7 +70,7 @@ def test_a_small_batch_applies_interpreted_and_a_large_one_compiled(
     for key in suite:
         spark.conf.unset(key)
     try:
-        default = {key: spark.conf.get(key, None) for key in INTERPRETED_QUERIES}
+        default = session_values(spark, INTERPRETED_QUERIES)
         assert default != INTERPRETED_QUERIES
         jobs.snapshot(spark, config)
         jobs.stream(spark, config, available_now=True)  # silver made, the table joined
@@ -77,7 +78,7 @@ def test_a_small_batch_applies_interpreted_and_a_large_one_compiled(
         jobs.stream(spark, config, available_now=True)
         sql("UPDATE items SET qty = qty + 1 WHERE id <= %s", (INTERPRETED_CHANGES + 50,))
         jobs.stream(spark, config, available_now=True)
-        assert {key: spark.conf.get(key, None) for key in INTERPRETED_QUERIES} == default
+        assert session_values(spark, INTERPRETED_QUERIES) == default
     finally:
         for key, value in suite.items():
             spark.conf.set(key, value)
