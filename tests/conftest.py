@@ -19,6 +19,16 @@ from integration.servers import PrivateServer, private_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: The suite's tables hold hundreds of rows, and almost every query it runs is a plan Spark has
+#: not seen before: compiling generated code for each costs more than interpreting its few rows
+#: (the silver-apply and soft-delete tests: 176 s and 198 s interpreted, 240 s and 235 s compiled,
+#: alternated). Results are the same either way (Spark's own suites run both paths). The CLI's
+#: child processes, the Spark Connect server and the bench keep Spark's default, compiled code.
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
 
 @pytest.fixture(scope="session")
 def db_env() -> dict[str, str]:
@@ -36,18 +46,12 @@ def db_env() -> dict[str, str]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The run's one local Spark session with Delta; it needs no database, so Spark-only tests
     run without MariaDB. Its catalog (`spark_catalog`, for `lake.catalog` tests) keeps managed
-    tables in a temporary warehouse, not in `./spark-warehouse`.
-
-    It runs `spark.INTERPRETED_QUERIES` throughout: the suite's tables hold hundreds of rows and
-    almost every query it runs is a plan Spark has not seen, whose compile costs more than its
-    rows (test_silver_apply and test_soft_deletes: 176 s and 198 s interpreted, 240 s and 235 s
-    compiled, alternated). The CLI's child processes, the Spark Connect server and the bench
-    keep Spark's default, compiled code."""
-    from binlake.spark import INTERPRETED_QUERIES, local_session
+    tables in a temporary warehouse, not in `./spark-warehouse`. Its queries run `INTERPRETED`."""
+    from binlake.spark import local_session
 
     warehouse = str(tmp_path_factory.mktemp("warehouse"))
     session = local_session("binlake-tests", cores=2, warehouse_dir=warehouse)
-    for name, value in INTERPRETED_QUERIES.items():
+    for name, value in INTERPRETED.items():
         session.conf.set(name, value)
     yield session
     session.stop()

@@ -12,7 +12,6 @@ then the job's table list records it from that offset on, so each change is appl
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
@@ -50,7 +49,7 @@ from binlake.silver import (
 from binlake.silver_schema import apply_schema_change
 from binlake.snapshot import PendingResets, send_back
 from binlake.source import binlog_sizes, connection, current_offset
-from binlake.spark import INTERPRETED_QUERIES, is_connect, session_settings
+from binlake.spark import is_connect
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_source
 
 log = logging.getLogger(__name__)
@@ -59,11 +58,6 @@ _T = TypeVar("_T")
 #: How often a stream that is behind compares its oldest unapplied change with the source's
 #: binlog expiry (it always does at its start).
 RETENTION_CHECK_S = 300.0
-#: A batch of at most this many row changes applies its tables with interpreted queries
-#: (`spark.INTERPRETED_QUERIES`). Measured here, alternated: one change into a 1M-row silver,
-#: 4.0 s instead of 5.1 s; 1,000 changes, even (7.2 s and 7.3 s: the MERGE slower, the
-#: changelog faster). Larger batches keep compiled code.
-INTERPRETED_CHANGES = 100
 
 
 class BatchSink:
@@ -112,8 +106,7 @@ class BatchSink:
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             logged = batch_end(self.files, self.checkpoint, batch_id)
-            with _query_mode(batch.sparkSession, sum(counts.values())):
-                steps = self._apply_tables(batch, names, ddl, counts, self._applied_before(logged))
+            steps = self._apply_tables(batch, names, ddl, counts, self._applied_before(logged))
         finally:
             batch.unpersist()
         end = None if logged is None else self.spec.on_source(logged)
@@ -186,13 +179,6 @@ class BatchSink:
             return name, seconds
 
         return side_by_side(one, names, self.config)
-
-
-def _query_mode(spark: SparkSession, changes: int) -> contextlib.AbstractContextManager[None]:
-    """Interpreted queries for a batch of at most `INTERPRETED_CHANGES` changes, else as is."""
-    if changes <= INTERPRETED_CHANGES:
-        return session_settings(spark, INTERPRETED_QUERIES)
-    return contextlib.nullcontext()
 
 
 def apply_table_changes(

@@ -216,17 +216,6 @@ DETERMINISTIC_MERGE_SOURCES = {
 }
 
 
-#: Spark compiles generated code for each plan it has not run before (whole-stage code, then
-#: Janino and the JIT), which pays back once the plan's rows are many. A small stream batch's
-#: plans are new each time, and the compile costs more than its rows: interpreted, a one-change
-#: batch into a 1M-row silver applied in 4.0 s instead of 5.1 s here (its MERGE 2.9 s, not 3.5 s;
-#: six alternated runs each). Results are the same either way: Spark's own suites run both.
-INTERPRETED_QUERIES = {
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-
-
 @contextlib.contextmanager
 def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """`settings` in force on `spark` inside the block, each restored after (unset where it

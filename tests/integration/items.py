@@ -8,7 +8,7 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from binlake import jobs, silver
 from binlake.events import event_table
 from binlake.lake import lake_table
 from binlake.sink import BatchSink
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES
 
 from .replay import connect
 
@@ -212,27 +212,20 @@ def stream_losing_its_commit(spark: Any, config: Any, monkeypatch: pytest.Monkey
             jobs.stream(spark, config, available_now=True)
 
 
-def session_values(session: Any, keys: Iterable[str]) -> dict[str, str | None]:
-    """The session's values of `keys` (None where unset)."""
-    return {key: session.conf.get(key, None) for key in keys}
-
-
 def merge_source_settings(session: Any) -> dict[str, str | None]:
     """The session's values of the settings binlake's stream gives silver's MERGE source."""
-    return session_values(session, DETERMINISTIC_MERGE_SOURCES)
+    return {key: session.conf.get(key, None) for key in DETERMINISTIC_MERGE_SOURCES}
 
 
 @dataclass(frozen=True)
 class MergeSeen:
     """A silver MERGE as it ran: its table, the change count it was given, its source's
-    partitions and the session's MERGE-source and code-generation settings at that moment."""
+    partitions and the session's MERGE-source settings at that moment."""
 
     table: str
     changes: int | None
     partitions: int
     settings: dict[str, str | None]
-    #: The session's code-generation settings (`spark.INTERPRETED_QUERIES`'s keys).
-    codegen: dict[str, str | None]
 
 
 def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
@@ -242,9 +235,8 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
 
     def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
         settings = merge_source_settings(typed.sparkSession)
-        codegen = session_values(typed.sparkSession, INTERPRETED_QUERIES)
         partitions = typed.rdd.getNumPartitions()
-        merged.append(MergeSeen(self.table.qualified, self.changes, partitions, settings, codegen))
+        merged.append(MergeSeen(self.table.qualified, self.changes, partitions, settings))
         merge(self, typed, summary)
 
     monkeypatch.setattr(silver.TableApply, "_merge", observed)

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from binlake import jobs, silver
-from binlake.sink import INTERPRETED_CHANGES
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES
 
 from .items import (
     Racer,
@@ -22,7 +21,6 @@ from .items import (
     merge_source_settings,
     observed_merges,
     seed_items,
-    session_values,
     stream_losing_its_commit,
 )
 
@@ -52,38 +50,5 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     assert merges and all(m.settings == DETERMINISTIC_MERGE_SOURCES for m in merges)
     assert max(m.partitions for m in merges) > 1
     assert merge_source_settings(spark) == before
-    assert_silver_is_source(spark, sql, config, "items")
-    assert_changelog_holds_each_change_once(spark, config, "items")
-
-
-def test_a_small_batch_applies_interpreted_and_a_large_one_compiled(
-    spark: Any, sql: Any, make_config: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """On a session with Spark's default (compiled) code, a batch of a few changes MERGEs with
-    interpreted queries and one past `INTERPRETED_CHANGES` with compiled code; the session's
-    own settings are back after each. (The suite's session is interpreted: set back to the
-    default for this test.)"""
-    merges = observed_merges(monkeypatch)
-    seed_items(sql, 600)
-    config = make_config()
-    suite = {key: spark.conf.get(key) for key in INTERPRETED_QUERIES}
-    for key in suite:
-        spark.conf.unset(key)
-    try:
-        default = session_values(spark, INTERPRETED_QUERIES)
-        assert default != INTERPRETED_QUERIES
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)  # silver made, the table joined
-        sql("UPDATE items SET qty = qty + 1 WHERE id <= 5")
-        jobs.stream(spark, config, available_now=True)
-        sql("UPDATE items SET qty = qty + 1 WHERE id <= %s", (INTERPRETED_CHANGES + 50,))
-        jobs.stream(spark, config, available_now=True)
-        assert session_values(spark, INTERPRETED_QUERIES) == default
-    finally:
-        for key, value in suite.items():
-            spark.conf.set(key, value)
-    assert [m.changes for m in merges] == [5, INTERPRETED_CHANGES + 50]
-    assert merges[0].codegen == INTERPRETED_QUERIES
-    assert merges[1].codegen == default
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
