@@ -390,6 +390,11 @@ def _many_tables(mt: dict[str, Any]) -> list[str]:
             f"floor: bare MERGEs of the same changes into the {mt['catchup_tables']} silver "
             "tables, as many at once as the sink",
         ),
+        *_floor_row(
+            mt, "catchup_merge_and_append_floor_s", "catchup_vs_merge_and_append_floor",
+            "floor with the changelogs: those MERGEs, then bare appends of the same changelog "
+            "rows into the tables' changelogs, as many at once",
+        ),
         f"| silver matches source in the touched tables | {mt['silver_matches_source']} |",
         "",
         *_breakdown("many-tables snapshot: where the time goes", snap["breakdown"],

@@ -521,46 +521,61 @@ def merge_floor(bench: Bench, spark, config, version_before: int, start, end) ->
 def append_floor(
     bench: Bench, spark, config, version_before: int | None, start, end
 ) -> dict[str, Any]:
-    """The floor of the changelog's share of the apply: the burst's changelog rows (as binlake
-    appended them, read back beforehand into a static Delta table) appended by Delta alone to a
-    copy of the changelog restored to its version before the burst (`version_before`; None: the
-    burst's append created the changelog, and the floor's creates a table with its properties).
-    binlake writes both the MERGE and this append for every batch; the bare MERGE floor holds
-    only the first."""
+    """The floor of the changelog's share of the apply (`FloorAppend`): the burst's changelog
+    rows appended by Delta alone to a copy of the changelog restored to its version before the
+    burst (`version_before`; None: the burst's append created the changelog). binlake writes
+    both the MERGE and this append for every batch; the bare MERGE floor holds only the first."""
     from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
 
-    from binlake.offsets import position_token
-    from binlake.silver import OFFSET_COLUMN, changelog_table
     from binlake.source import connection
     from binlake.validation import validate
 
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
-    changelog_path = getattr(changelog_table(config, table), "path", None)
-    if changelog_path is None:
-        raise RuntimeError("the append floor copies the changelog's files: it needs a lake by path")
-    first, last = position_token(start, 0), position_token(end, 99_999_999)
-    within = F.col(OFFSET_COLUMN).between(first, last)
     root = bench.fresh_root("append-floor")
-    target, rows_path = str(root / "changelog"), str(root / "rows")
-    spark.read.format("delta").load(changelog_path).where(within).write.format("delta").save(
-        rows_path
-    )
-    writer_options: dict[str, str] = {}
-    if version_before is None:
-        detail = DeltaTable.forPath(spark, changelog_path).detail().first()
-        writer_options = {k: v for k, v in (detail["properties"] or {}).items()}
-    else:
-        shutil.copytree(changelog_path, target)
-        DeltaTable.forPath(spark, target).restoreToVersion(version_before)
-    rows = spark.read.format("delta").load(rows_path)
-    count = rows.count()
-    started = time.monotonic()
-    rows.write.format("delta").mode("append").options(**writer_options).save(target)
-    seconds = time.monotonic() - started
+    target = root / "changelog"
+    if version_before is not None:
+        shutil.copytree(_changelog_path(config, table), target)
+        DeltaTable.forPath(spark, str(target)).restoreToVersion(version_before)
+    floor = FloorAppend(spark, config, table, target, root / "rows", start, end)
+    seconds = floor.append()
     shutil.rmtree(root, ignore_errors=True)
-    return {"append_s": round(seconds, 2), "rows": count, "changelog_before": version_before}
+    return {"append_s": round(seconds, 2), "rows": floor.rows, "changelog_before": version_before}
+
+
+class FloorAppend:
+    """A table's changelog rows of [start, end] (as binlake appended them, read back into a
+    static Delta table at `rows_path`); `append()` is Delta's bare append of them to the Delta
+    table at `target` (a copy of the changelog taken before the changes), or, where there is no
+    copy (binlake's append created the changelog), to a new table with the changelog's
+    properties. Everything but the append is done before it is timed."""
+
+    def __init__(self, spark, config, table, target: Path, rows_path: Path, start, end):
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        from binlake.offsets import position_token
+        from binlake.silver import OFFSET_COLUMN
+
+        changelog = _changelog_path(config, table)
+        first, last = position_token(start, 0), position_token(end, 99_999_999)
+        within = F.col(OFFSET_COLUMN).between(first, last)
+        spark.read.format("delta").load(changelog).where(within).write.format("delta").save(
+            str(rows_path)
+        )
+        self.target = str(target)
+        self.options: dict[str, str] = {}
+        if not target.exists():
+            detail = DeltaTable.forPath(spark, changelog).detail().first()
+            self.options = dict(detail["properties"] or {})
+        self.source = spark.read.format("delta").load(str(rows_path))
+        self.rows = self.source.count()
+
+    def append(self) -> float:
+        """Seconds of the append."""
+        started = time.monotonic()
+        self.source.write.format("delta").mode("append").options(**self.options).save(self.target)
+        return time.monotonic() - started
 
 
 def silver_merge_metrics(spark, silver, after_version: int) -> dict[str, Any]:
@@ -587,9 +602,19 @@ def silver_merge_metrics(spark, silver, after_version: int) -> dict[str, Any]:
 def _silver_path(config, table) -> str:
     from binlake.silver import silver_table
 
-    path = getattr(silver_table(config, table), "path", None)
+    return _table_path(silver_table(config, table), "merge")
+
+
+def _changelog_path(config, table) -> str:
+    from binlake.silver import changelog_table
+
+    return _table_path(changelog_table(config, table), "append")
+
+
+def _table_path(lake_table, floor: str) -> str:
+    path = getattr(lake_table, "path", None)
     if path is None:
-        raise RuntimeError("the merge floor copies silver's files: it needs a lake by path")
+        raise RuntimeError(f"the {floor} floor copies binlake's files: it needs a lake by path")
     return path
 
 
@@ -1114,8 +1139,10 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
     with connection(check.source) as conn:
         schemas = validate(conn, check)
     floor_root = bench.fresh_root("catchup-floor")
-    for table in schemas:  # silver as the catch-up will find it
+    for table in schemas:  # silver and the changelog as the catch-up will find them
         shutil.copytree(_silver_path(config, table), floor_root / "silver" / table.name)
+        if Path(_changelog_path(config, table)).exists():
+            shutil.copytree(_changelog_path(config, table), floor_root / "changelog" / table.name)
     start = current_offset(bench, MANY_DATABASE)
     changed = touch_tables(password, bench.port, touched, touched_rows)
     end = current_offset(bench, MANY_DATABASE)
@@ -1123,10 +1150,13 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
     catch_up = profiled_catch_up(spark, config, monitor, "many_tables_catchup")
     caught, catchup_s = catch_up.summary, catch_up.seconds
     with monitor.phase("many_tables_catchup_floor"):
-        catchup_floor_s = catchup_floor(spark, config, schemas, floor_root, start, end)
+        catchup_floor_s, append_floor_s = catchup_floor(
+            spark, config, schemas, floor_root, start, end
+        )
     say(
         f"many tables: floor, bare MERGEs of the same changes into the {len(schemas)} silver "
-        f"tables ({APPLY_THREADS} at once): {catchup_floor_s:.1f} s"
+        f"tables ({APPLY_THREADS} at once): {catchup_floor_s:.1f} s; the changelogs' bare "
+        f"appends beside it: {append_floor_s:.1f} s"
     )
     mismatched = [
         t.name
@@ -1167,6 +1197,11 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
         "catchup_s": round(catchup_s, 2),
         "catchup_merge_floor_s": round(catchup_floor_s, 2),
         "catchup_vs_merge_floor": round(catchup_s / catchup_floor_s, 3),
+        "catchup_append_floor_s": round(append_floor_s, 2),
+        "catchup_merge_and_append_floor_s": round(catchup_floor_s + append_floor_s, 2),
+        "catchup_vs_merge_and_append_floor": round(
+            catchup_s / (catchup_floor_s + append_floor_s), 3
+        ),
         "catchup_tables": len(touched),
         "catchup_changes": changed,
         "catchup_batches": caught.batches,
@@ -1209,25 +1244,37 @@ def bronze_floor(spark, config, tables, root: Path) -> float:
     return seconds
 
 
-def catchup_floor(spark, config, tables, root: Path, start, end) -> float:
-    """The floor of the many-tables catch-up: for each touched table, one bare MERGE of its
-    collapsed changes (`FloorMerge`) into a copy of its silver taken before the updates, as many
-    tables at once as binlake's sink applies (`sink.APPLY_THREADS`)."""
+def catchup_floor(spark, config, tables, root: Path, start, end) -> tuple[float, float]:
+    """The floors of the many-tables catch-up, as many tables at once as binlake's sink applies
+    (`sink.APPLY_THREADS`): seconds of one bare MERGE per touched table of its collapsed changes
+    (`FloorMerge`) into a copy of its silver taken before the updates, then seconds of the bare
+    appends of its changelog rows (`FloorAppend`) to a copy of its changelog taken then (or to a
+    new one): binlake writes both for every table a batch touches."""
     from binlake.sink import APPLY_THREADS
 
-    floors = [
+    def each(step: Callable[[Any], Any], floors: list[Any]) -> float:
+        started = time.monotonic()
+        with ThreadPoolExecutor(APPLY_THREADS) as pool:
+            list(pool.map(step, floors))
+        return time.monotonic() - started
+
+    merges = [
         FloorMerge(
             spark, config, table, str(root / "silver" / table.name),
             str(root / "changes" / table.name), start, end,
         )
         for table in tables
     ]  # fmt: skip
-    started = time.monotonic()
-    with ThreadPoolExecutor(APPLY_THREADS) as pool:
-        list(pool.map(FloorMerge.merge, floors))
-    seconds = time.monotonic() - started
+    appends = [
+        FloorAppend(
+            spark, config, table, root / "changelog" / table.name,
+            root / "changelog-rows" / table.name, start, end,
+        )
+        for table in tables
+    ]  # fmt: skip
+    merge_s, append_s = each(FloorMerge.merge, merges), each(FloorAppend.append, appends)
     shutil.rmtree(root, ignore_errors=True)
-    return seconds
+    return merge_s, append_s
 
 
 # --------------------------------------------------------------------------- decode
