@@ -104,33 +104,26 @@ def session_text(profiler: Profiler) -> str:
 
 def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: int, server_id: int):
     """Read `chunks` consecutive chunks through the snapshot task's own `mapInArrow` function
-    (`binlake.snapshot._ChunkBatchReader`: read_chunk + Arrow batches), outside Spark."""
+    (`binlake.snapshot._ChunkBatchReader`: read_chunk + Arrow batches), outside Spark. Returns
+    the rows read (each chunk's report row left out)."""
     import pyarrow as pa
 
     from binlake.chunks import encode_key
-    from binlake.snapshot import _ChunkBatchReader
+    from binlake.snapshot import REPORT, _ChunkBatchReader
 
     def work() -> int:
-        plan = pa.RecordBatch.from_pydict(
-            {
-                "chunk_id": pa.array(range(chunks), pa.int32()),
-                "start": [encode_key(low + i * chunk_size) for i in range(chunks)],
-                "end": [encode_key(low + (i + 1) * chunk_size) for i in range(chunks)],
-            }
-        )
+        descriptors = [
+            (i, encode_key(low + i * chunk_size), encode_key(low + (i + 1) * chunk_size))
+            for i in range(chunks)
+        ]
+        reader = _ChunkBatchReader(source, table, server_id, descriptors, lineage=0)
+        indexes = pa.RecordBatch.from_pydict({"id": pa.array(range(chunks), pa.int64())})
         rows = 0
-        for batch in _ChunkBatchReader(source, table, server_id, _Reports())(iter([plan])):
-            rows += batch.num_rows
+        for batch in reader(iter([indexes])):
+            rows += batch.column(REPORT).null_count  # a data row has no report
         return rows
 
     return work
-
-
-class _Reports(list):
-    """Stands in for the snapshot's Spark accumulator outside Spark."""
-
-    def add(self, reports: list) -> None:
-        self.extend(reports)
 
 
 def stream_work(spec: Any, start: Any, end: Any, limit: int):
