@@ -329,3 +329,36 @@ def test_silver_and_the_changelog_checkpoint_every_100_commits_not_every_10(
     _apply(spark, config, ITEMS, [("insert", 100, None, (1, "a", 1))])
     for table in (silver_table(config, ITEMS), changelog_table(config, ITEMS)):
         assert table.properties(spark)["delta.checkpointInterval"] == "100", table
+
+
+#: Spark's compiled code paths, which the suite's session turns off (tests/conftest.py) and
+#: binlake's compute keeps on.
+COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
+def _compilations(spark: SparkSession) -> int:
+    """The classes Spark's code generator has compiled in this JVM so far."""
+    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[union-attr]
+    return int(metrics.METRIC_COMPILATION_TIME().getCount())
+
+
+def test_a_batch_shaped_like_the_one_before_compiles_no_code_again(
+    spark: SparkSession, config: Config
+) -> None:
+    """A stream's batches of one table run the same plans with other values, so Spark compiles
+    their code once. With Spark's default room for 100 generated classes, a batch of one table
+    (summary, changelog append, MERGE, their Delta log reads) evicted what the batch before had
+    compiled and compiled it again: 36-44 classes, most of a small MERGE's fixed cost. The
+    batches here change one key (which the MERGE names as a literal) to new values."""
+    ensure_silver(spark, config, ITEMS, from_bronze=False)
+    _apply(spark, config, ITEMS, [("insert", 100, None, (1, "a", Decimal(1)))])
+    compiled = []
+    with session_settings(spark, {**DETERMINISTIC_MERGE_SOURCES, **COMPILED}):
+        for pos in (200, 300, 400):
+            before = _compilations(spark)
+            old, new = (1, "a", Decimal(1)), (1, f"v{pos}", Decimal(pos))
+            _apply(spark, config, ITEMS, [("update", pos, old, new)])
+            compiled.append(_compilations(spark) - before)
+    assert compiled[0] > 0 and compiled[-1] == 0, compiled
+    expected = _rows(spark, ITEMS, [(1, "v400", Decimal(400))])
+    assert_df_equality(_silver(spark, config, ITEMS), expected)

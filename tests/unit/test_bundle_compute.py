@@ -42,6 +42,8 @@ def test_classic_compute_puts_each_job_on_a_dedicated_job_cluster_of_its_cloud(c
         assert spec.data_security_mode is not None
         assert spec.data_security_mode.value == "DATA_SECURITY_MODE_DEDICATED"
         assert (spec.num_workers, spec.policy_id) == (4, None)
+        # Static: a job cluster starts with it or never has it.
+        assert spec.spark_conf == {"spark.sql.codegen.cache.maxEntries": "1000"}
         assert not job.settings.environments
         for task in job.settings.tasks or []:
             assert (task.job_cluster_key, task.environment_key) == (cluster.job_cluster_key, None)

@@ -9,7 +9,8 @@ functions, so `binlake bundle validate` shows the jobs a deploy makes.
 
 - `classic_compute`: with `compute: classic` each job gets one job cluster instead, on the
   runtime `spark_version`, the node type of the workspace's `cloud` (or `node_type_id`), the
-  cluster policy `cluster_policy_id` if set, dedicated access mode, with the environment's
+  cluster policy `cluster_policy_id` if set, dedicated access mode, binlake's static Spark
+  settings (`spark.compute_settings`; serverless takes none), with the environment's
   dependencies (the wheel) as task libraries. A task that names other compute is left alone.
 - `developer_server_ids`: where the variable `developer` is set (the `dev` target sets it to the
   deploying user's short name), the jobs' `source_server_id_range` parameter becomes a range of
@@ -25,6 +26,8 @@ from typing import Any
 
 from databricks.bundles.core import Bundle, job_mutator
 from databricks.bundles.jobs import ClusterSpec, DataSecurityMode, Job, JobCluster, Library, Task
+
+from binlake.spark import compute_settings
 
 SERVERLESS = "serverless"
 CLASSIC = "classic"
@@ -89,6 +92,7 @@ def _cluster(variables: dict[str, Any]) -> ClusterSpec:
         policy_id=str(variables.get("cluster_policy_id") or "") or None,
         apply_policy_default_values=bool(variables.get("cluster_policy_id")) or None,
         data_security_mode=DataSecurityMode.DATA_SECURITY_MODE_DEDICATED,
+        spark_conf=dict[str, Any](compute_settings()),
     )
 
 
