@@ -11,7 +11,8 @@ BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TABLES (200; 0 skips t
 scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_ROWS (2),
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
-(stream | many_tables | backlog | startup | merge_source), BENCH_MERGE_SOURCE_ROUNDS (3),
+(stream | many_tables | backlog | startup | merge_source | small_merges),
+BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6),
 BENCH_TAG (suffix of the result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 """
@@ -1437,10 +1438,9 @@ def main() -> int:
 
     bench = Bench()
     only = os.environ.get("BENCH_ONLY", "")
-    if only not in ("", "stream", "many_tables", "backlog", "startup", "merge_source"):
-        sys.exit(
-            f"BENCH_ONLY={only!r}: expected stream, many_tables, backlog, startup or merge_source"
-        )
+    alone = ("stream", "many_tables", "backlog", "startup", "merge_source", "small_merges")
+    if only not in ("", *alone):
+        sys.exit(f"BENCH_ONLY={only!r}: expected one of {', '.join(alone)}")
     stamp = date.today().isoformat() + (
         f"-{os.environ['BENCH_TAG']}" if os.environ.get("BENCH_TAG") else ""
     )
@@ -1454,6 +1454,8 @@ def main() -> int:
         return main_startup(f"startup-{stamp}")
     if only == "merge_source":
         return main_merge_source(bench, f"merge-source-{stamp}")
+    if only == "small_merges":
+        return main_small_merges(bench, f"small-merges-{stamp}")
     say(
         f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
         f"burst {bench.burst:,}, results bench/results/{stamp}.*"
@@ -1624,13 +1626,30 @@ def main_backlog(bench: Bench, stamp: str) -> int:
 def main_merge_source(bench: Bench, stamp: str) -> int:
     """`BENCH_ONLY=merge_source`: silver's MERGE source as built now against before
     (bench/merge_source.py), written to bench/results/merge-source-<date>[-tag].json/.md."""
-    from bench import report
     from bench.merge_source import merge_source, merge_source_markdown
 
-    say(f"merge source only: {bench.rows:,} rows, burst {bench.burst:,}, results "
+    return main_alternated(bench, stamp, "merge_source", merge_source, merge_source_markdown)
+
+
+def main_small_merges(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=small_merges`: small batches of new keys with the MERGE's key list held by
+    reference against compiled in (bench/small_merges.py), written to
+    bench/results/small-merges-<date>[-tag].json/.md."""
+    from bench.small_merges import small_merges, small_merges_markdown
+
+    return main_alternated(bench, stamp, "small_merges", small_merges, small_merges_markdown)
+
+
+def main_alternated(
+    bench: Bench, stamp: str, key: str, scenario: Any, markdown: Callable[[dict[str, Any]], str]
+) -> int:
+    """A before/now scenario alternated in one process (`BENCH_ONLY`), run alone."""
+    from bench import report
+
+    say(f"{key} only: {bench.rows:,} rows, burst {bench.burst:,}, results "
         f"bench/results/{stamp}.*")  # fmt: skip
-    results = run_alone(bench, stamp, "merge_source", merge_source)
-    text = merge_source_markdown(results)
+    results = run_alone(bench, stamp, key, scenario)
+    text = markdown(results)
     for p in report.write_alone(RESULTS, stamp, results, text):
         say(f"wrote {p.relative_to(ROOT)}")
     print(text, flush=True)

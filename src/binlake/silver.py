@@ -661,7 +661,12 @@ class TableApply:
         keys = summary["keys"] if len(key) == 1 else None
         if keys is not None and len(keys) <= MERGE_KEY_LIST_LIMIT:
             kind = self._key_type(key[0])
-            return F.col(column_name(key[0])).isin([key_literal(k, kind) for k in keys])
+            # NULL matches no row (IN is never true for it, and Delta's skipping leaves it out),
+            # but keeps one key a list: Spark turns `k IN (v)` into `k = v` and writes v into the
+            # compiled code, where a list can be a set it passes by reference
+            # (`spark.KEY_SETS_BY_REFERENCE`).
+            literals = [*(key_literal(k, kind) for k in keys), key_literal(None, kind)]
+            return F.col(column_name(key[0])).isin(literals)
         within = F.lit(True)
         for j, k in enumerate(key):
             kind = self._key_type(k)

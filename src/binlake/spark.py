@@ -234,6 +234,21 @@ DETERMINISTIC_MERGE_SOURCES = {
 }
 
 
+#: IN lists Spark evaluates against a set it passes to the generated code by reference, rather
+#: than as values written into the code (`spark.sql.optimizer.inSetConversionThreshold`: a list
+#: of up to 10 values is a chain of comparisons; `inSetSwitchThreshold`: a set of up to 400 ints
+#: a `switch`). A small batch's MERGE names its keys as such a list (`silver.TableApply`), and
+#: Spark compiles the code of each plan again for every new set of values: 14 classes per
+#: MERGE of new int keys here, 12 of them for the list. Held by reference, only Delta's
+#: skipping filter (the list's least and greatest key) is compiled again. Delta's data
+#: skipping reads IN lists and sets alike, so the MERGE still reads only the files holding
+#: the keys.
+KEY_SETS_BY_REFERENCE = {
+    "spark.sql.optimizer.inSetConversionThreshold": "0",
+    "spark.sql.optimizer.inSetSwitchThreshold": "0",
+}
+
+
 @contextlib.contextmanager
 def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """`settings` in force on `spark` inside the block, each restored after (unset where it

@@ -52,7 +52,7 @@ from binlake.silver import ensure_silver, require_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import batch_ids, schema_history, with_resolved_password
 from binlake.source import connection, head_offset, logs_column_names
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES, session_settings
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
 from binlake.stream_source import ChunkMarks, StreamSpec, binlog_source
 from binlake.table_rules import TableRules
 from binlake.validation import validate
@@ -238,7 +238,11 @@ class StreamSummary:
 def run_stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:
     """Start (or resume) the streaming query; with `available_now`, catch up and return."""
     lease = stream_lease(driver_files(spark), config)
-    with lease.held("binlake stream") as held, session_settings(spark, DETERMINISTIC_MERGE_SOURCES):
+    with (
+        lease.held("binlake stream") as held,
+        session_settings(spark, DETERMINISTIC_MERGE_SOURCES),
+        session_settings(spark, KEY_SETS_BY_REFERENCE),  # apart: a compute may refuse them alone
+    ):
         if available_now:
             return _run_stream(spark, config, held, available_now=True)
         if config.stream.trigger != "available_now":

@@ -32,7 +32,7 @@ from binlake.silver import (
     ensure_silver,
     silver_table,
 )
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES, session_settings
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
 from binlake.typemap import spark_schema
 
 pytestmark = pytest.mark.integration
@@ -342,23 +342,71 @@ def _compilations(spark: SparkSession) -> int:
     return int(metrics.METRIC_COMPILATION_TIME().getCount())
 
 
-def test_a_batch_shaped_like_the_one_before_compiles_no_code_again(
-    spark: SparkSession, config: Config
+@pytest.mark.parametrize(
+    ("keys", "most"),
+    [((1, 1, 1), 0), ((2, 3, 4), 2)],
+    ids=["the same key", "new keys"],
+)
+def test_a_batch_shaped_like_the_one_before_compiles_only_deltas_skipping_filter_again(
+    spark: SparkSession, config: Config, keys: tuple[int, ...], most: int
 ) -> None:
     """A stream's batches of one table run the same plans with other values, so Spark compiles
     their code once. With Spark's default room for 100 generated classes, a batch of one table
     (summary, changelog append, MERGE, their Delta log reads) evicted what the batch before had
-    compiled and compiled it again: 36-44 classes, most of a small MERGE's fixed cost. The
-    batches here change one key (which the MERGE names as a literal) to new values."""
+    compiled and compiled it again: 36-44 classes, most of a small MERGE's fixed cost. The MERGE
+    names the batch's keys: as values written into the code, a batch of a new key compiled 14
+    classes; as a set passed by reference (`KEY_SETS_BY_REFERENCE`), only the one class of
+    Delta's skipping filter, which writes the key range into its code (compiled twice: by the
+    two scans of the MERGE)."""
     ensure_silver(spark, config, ITEMS, from_bronze=False)
-    _apply(spark, config, ITEMS, [("insert", 100, None, (1, "a", Decimal(1)))])
+    rows = [("insert", 100 + k, None, (k, "a", Decimal(1))) for k in range(1, 5)]
+    _apply(spark, config, ITEMS, rows)
     compiled = []
-    with session_settings(spark, {**DETERMINISTIC_MERGE_SOURCES, **COMPILED}):
-        for pos in (200, 300, 400):
+    settings = {**DETERMINISTIC_MERGE_SOURCES, **KEY_SETS_BY_REFERENCE, **COMPILED}
+    with session_settings(spark, settings):
+        for pos, key in zip((200, 300, 400), keys, strict=True):
             before = _compilations(spark)
-            old, new = (1, "a", Decimal(1)), (1, f"v{pos}", Decimal(pos))
+            old, new = (key, "a", Decimal(1)), (key, f"v{pos}", Decimal(pos))
             _apply(spark, config, ITEMS, [("update", pos, old, new)])
             compiled.append(_compilations(spark) - before)
-    assert compiled[0] > 0 and compiled[-1] == 0, compiled
-    expected = _rows(spark, ITEMS, [(1, "v400", Decimal(400))])
-    assert_df_equality(_silver(spark, config, ITEMS), expected)
+    assert compiled[0] > 0 and compiled[-1] <= most, compiled
+    landed = {
+        key: (f"v{pos}", Decimal(pos)) for pos, key in zip((200, 300, 400), keys, strict=True)
+    }
+    expected = [(k, *landed.get(k, ("a", Decimal(1)))) for k in range(1, 5)]
+    assert_df_equality(
+        _silver(spark, config, ITEMS), _rows(spark, ITEMS, expected), ignore_row_order=True
+    )
+
+
+def test_a_merge_reads_only_the_silver_files_that_can_hold_its_keys(
+    spark: SparkSession, config: Config
+) -> None:
+    """The MERGE names the batch's keys so that Delta skips the files that cannot hold them
+    (by their key statistics), held as a set (`KEY_SETS_BY_REFERENCE`) and with the NULL that
+    keeps one key a list. A silver file of other keys is removed from disk, not from the log:
+    a MERGE that read it would fail, as the control of a key it holds shows."""
+    ensure_silver(spark, config, ITEMS, from_bronze=False)
+    for block in range(3):  # one MERGE, and so its own files, per block of keys
+        rows = [(100 * block + k, "a", Decimal(1)) for k in range(1, 101)]
+        _apply(spark, config, ITEMS, [("insert", 1000 * block + r[0], None, r) for r in rows])
+    files = (
+        silver_table(config, ITEMS).read(spark)
+        .groupBy(F.input_file_name().alias("file")).agg(F.max("id").alias("top"))
+        .where(F.col("top") <= 100).collect()
+    )  # fmt: skip
+    for file in files:  # every file of keys 1-100
+        Path(file["file"].removeprefix("file:")).unlink()
+
+    def update(pos: int, *keys: int) -> None:
+        changes = [("update", pos + k, (k, "a", Decimal(1)), (k, "b", Decimal(2))) for k in keys]
+        _apply(spark, config, ITEMS, changes)
+
+    with session_settings(spark, KEY_SETS_BY_REFERENCE):
+        update(10_000, 250)
+        update(20_000, 150, 299)
+        with pytest.raises(Exception, match="FILE_NOT_EXIST"):
+            update(30_000, 50)
+    kept = silver_table(config, ITEMS).read(spark).where(F.col("id") > 100)  # skips the gone
+    changed = kept.where(F.col("name") == "b").select("id")
+    assert sorted(r["id"] for r in changed.collect()) == [150, 250, 299]

@@ -1,0 +1,147 @@
+"""`small_merges.*` (`BENCH_ONLY=small_merges`): a stream's small batch of one table (one or two
+changed keys, new keys every batch) applied to silver with the MERGE's key list held as a set
+Spark passes by reference (`binlake.spark.KEY_SETS_BY_REFERENCE`, `now`) against written into
+the compiled code (`before`), alternated in one process on the same silver.
+
+`bench.customer` (`BENCH_ROWS`) is snapshotted and its silver created once (the stream's real
+layout: key-ordered files of 50k rows, deletion vectors, CDF). Each batch is binlake's own apply
+(`silver.TableApply`: summary, MERGE, changelog append) of update records as the stream's source
+emits them, each newer than anything silver holds; the updated keys are spread over the table,
+none updated twice, so every batch names new key values as the stream's do. A warm-up of each
+kind, then `BENCH_SMALL_MERGE_ROUNDS` rounds of `BENCH_SMALL_MERGE_BATCHES` batches of both kinds,
+the order reversed every round, so the JVM's warm-up and the machine's drift hit both alike.
+Per kind: the median seconds per batch and classes Spark compiled per batch (its
+`CodegenMetrics`); `speedup` is before / now. Both run with the stream's
+other settings (`DETERMINISTIC_MERGE_SOURCES`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import nullcontext
+from typing import Any
+
+from bench.run import Bench, create_silver, current_offset, env_int, say
+
+
+def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from bench.data import create_and_load
+    from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
+    from binlake.offsets import BinlogOffset, position_token
+    from binlake.silver import ChangelogEnds, TableApply, data_columns, silver_table
+    from binlake.source import connection
+    from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
+    from binlake.validation import validate
+
+    create_and_load(bench.password or "", bench.port, bench.rows)
+    bench.binlake_snapshot(spark, 2, "small-merges", keep=True)
+    assert bench.kept_root is not None
+    config = bench.config(bench.kept_root, 2)
+    create_silver(spark, config, monitor, "small_merges_init")
+    with connection(config.source) as conn:
+        (table,) = validate(conn, config)
+    silver = silver_table(config, table)
+    columns = data_columns(spark, silver, config, table.qualified)
+    assert columns is not None
+    rounds = max(env_int("BENCH_SMALL_MERGE_ROUNDS", 4), 1)
+    per_round = max(env_int("BENCH_SMALL_MERGE_BATCHES", 6), 2)
+    plan = [
+        "before",
+        "now",
+        *[k for r in range(rounds) for k in (("before", "now"), ("now", "before"))[r % 2]],
+    ]
+    batches = len(plan) * per_round
+    keys_of = [1 + index % 2 for index in range(batches)]  # one changed key, then two
+    stride = max(bench.rows // (sum(keys_of) + 1), 1)
+    keys = [stride * (n + 1) for n in range(sum(keys_of))]
+    key = table.key[0]
+    rows = {r[key]: r for r in silver.read(spark).where(F.col(key).isin(keys)).collect()}
+    names = list(table.column_names)
+    encode = ImageEncoder(table)
+    start = current_offset(bench)
+    ends = ChangelogEnds()
+    compiler = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+
+    def compiled() -> int:
+        return int(compiler.METRIC_COMPILATION_TIME().getCount())
+
+    def batch(index: int, changed: list[int]) -> dict[str, float]:
+        records = []
+        for n, k in enumerate(changed):
+            old = tuple(rows[k][c] for c in names)
+            new = tuple(f"#{index}" if c == "c_login" else rows[k][c] for c in names)
+            at = BinlogOffset(start.file, start.pos + 100 * index + n)
+            records.append(
+                (table.qualified, "update", position_token(at, 0), at.file, at.pos, 0,
+                 int(time.time()), encode(old), encode(new))
+            )  # fmt: skip
+        frame = spark.createDataFrame(records, CHANGE_SCHEMA)
+        before = compiled()
+        started = time.monotonic()
+        TableApply(config, table, columns, ends=ends)(frame)
+        return {"s": time.monotonic() - started, "compiled": compiled() - before}
+
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "now": []}
+    taken = 0
+    with session_settings(spark, DETERMINISTIC_MERGE_SOURCES):
+        for index, kind in enumerate(plan):
+            settings = session_settings(spark, KEY_SETS_BY_REFERENCE)
+            with settings if kind == "now" else nullcontext():
+                done = []
+                for b in range(per_round):
+                    number = index * per_round + b
+                    changed = keys[taken : taken + keys_of[number]]
+                    taken += len(changed)
+                    done.append(batch(number, changed))
+            warm_up = index < 2
+            say(f"small merges: {kind:6s} " + ", ".join(
+                f"{d['s']:.2f} s/{d['compiled']:.0f} classes" for d in done
+            ) + (" (warm-up)" if warm_up else ""))  # fmt: skip
+            if not warm_up:
+                runs[kind].extend(done)
+    changed_rows = silver.read(spark).where(F.col("c_login").startswith("#")).count()
+    medians = {
+        kind: {name: round(statistics.median(d[name] for d in done), 3) for name in done[0]}
+        for kind, done in runs.items()
+    }
+    return {
+        "rows": bench.rows,
+        "rounds": rounds,
+        "batches_per_round": per_round,
+        "before": medians["before"],
+        "now": medians["now"],
+        "samples": runs,
+        "speedup": round(medians["before"]["s"] / medians["now"]["s"], 3),
+        "keys_changed": taken,
+        "silver_rows_changed": changed_rows,
+        "silver_matches": changed_rows == taken,
+    }
+
+
+def small_merges_markdown(results: dict[str, Any]) -> str:
+    figures = results["small_merges"]
+    rows = [
+        f"# binlake benchmark {results['date']}: small MERGEs of new keys",
+        "",
+        f"Batches of one and two updated keys (new keys every batch) applied to a "
+        f"{figures['rows']:,}-row silver by `silver.TableApply`; median of "
+        f"{figures['rounds']} alternated rounds of {figures['batches_per_round']} batches per "
+        "kind, after a warm-up of each (bench/small_merges.py).",
+        "",
+        "| key list | s per batch | classes compiled per batch |",
+        "|---|---:|---:|",
+    ]
+    labels = {"before": "written into the code (before)", "now": "a set by reference (now)"}
+    for kind in ("before", "now"):
+        m = figures[kind]
+        rows.append(f"| {labels[kind]} | {m['s']:.3f} | {m['compiled']:.0f} |")
+    rows += [
+        "",
+        f"before / now: {figures['speedup']}× per batch; silver holds each batch's change: "
+        f"{figures['silver_matches']} ({figures['silver_rows_changed']} of "
+        f"{figures['keys_changed']} keys)",
+    ]
+    return "\n".join(rows) + "\n"
