@@ -73,7 +73,7 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         for n, k in enumerate(changed):
             old = tuple(rows[k][c] for c in names)
             new = tuple(f"#{index}" if c == "c_login" else rows[k][c] for c in names)
-            at = BinlogOffset(start.file, start.pos + 100 * index + n)
+            at = BinlogOffset(start.file, start.pos + 1 + 100 * index + n)  # past the snapshot
             records.append(
                 (table.qualified, "update", position_token(at, 0), at.file, at.pos, 0,
                  int(time.time()), encode(old), encode(new))
