@@ -20,13 +20,12 @@ and cached (`silver._last_per_key`) before an uncopied MERGE.
 from __future__ import annotations
 
 import shutil
-import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from bench.run import Bench, create_silver, env_int, say
+from bench.run import Bench, alternated, create_silver, env_int, medians, say
 
 METRICS = ("executionTimeMs", "materializeSourceTimeMs", "scanTimeMs", "rewriteTimeMs")
 
@@ -66,10 +65,7 @@ def merge_source(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     create_silver(spark, bench.config(base, 2), monitor, "merge_source_init")
     burst = make_burst(bench.password or "", bench.port, bench.burst)
     rounds = max(env_int("BENCH_MERGE_SOURCE_ROUNDS", 3), 1)
-    plan = [
-        "before",
-        *[k for r in range(rounds) for k in (("before", "now"), ("now", "before"))[r % 2]],
-    ]
+    plan = alternated(rounds, ("before",))
     runs: dict[str, list[dict[str, float]]] = {"before": [], "now": []}
     for index, kind in enumerate(plan):
         root = base.with_name(f"{base.name}-{kind}")
@@ -87,19 +83,16 @@ def merge_source(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
             f"MERGE {metrics['executionTimeMs']} ms{warm_up}")  # fmt: skip
         if index:
             runs[kind].append({"s": seconds, **{k: float(metrics.get(k, 0)) for k in METRICS}})
-    medians = {
-        kind: {key: round(statistics.median(r[key] for r in done), 2) for key in done[0]}
-        for kind, done in runs.items()
-    }
+    median = medians(runs, 2)
     return {
         "changes": burst.changes,
         "rounds": rounds,
-        "before": medians["before"],
-        "now": medians["now"],
+        "before": median["before"],
+        "now": median["now"],
         "samples": runs,
-        "speedup": round(medians["before"]["s"] / medians["now"]["s"], 3),
+        "speedup": round(median["before"]["s"] / median["now"]["s"], 3),
         "merge_speedup": round(
-            medians["before"]["executionTimeMs"] / medians["now"]["executionTimeMs"], 3
+            median["before"]["executionTimeMs"] / median["now"]["executionTimeMs"], 3
         ),
     }
 

@@ -1640,6 +1640,21 @@ def main_small_merges(bench: Bench, stamp: str) -> int:
     return main_alternated(bench, stamp, "small_merges", small_merges, small_merges_markdown)
 
 
+def alternated(rounds: int, warm_ups: tuple[str, ...]) -> list[str]:
+    """The runs of a before/now scenario in order: `warm_ups`, then `rounds` rounds of both, the
+    order reversed every round, so the JVM's warm-up and the machine's drift hit both alike."""
+    orders = (("before", "now"), ("now", "before"))
+    return [*warm_ups, *[kind for r in range(rounds) for kind in orders[r % 2]]]
+
+
+def medians(runs: dict[str, list[dict[str, float]]], digits: int) -> dict[str, dict[str, float]]:
+    """Per kind of `runs`, the median of each of its figures."""
+    return {
+        kind: {key: round(statistics.median(r[key] for r in done), digits) for key in done[0]}
+        for kind, done in runs.items()
+    }
+
+
 def main_alternated(
     bench: Bench, stamp: str, key: str, scenario: Any, markdown: Callable[[dict[str, Any]], str]
 ) -> int:

@@ -17,12 +17,11 @@ other settings (`DETERMINISTIC_MERGE_SOURCES`).
 
 from __future__ import annotations
 
-import statistics
 import time
 from contextlib import nullcontext
 from typing import Any
 
-from bench.run import Bench, create_silver, current_offset, env_int, say
+from bench.run import Bench, alternated, create_silver, current_offset, env_int, medians, say
 
 
 def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
@@ -48,11 +47,7 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     assert columns is not None
     rounds = max(env_int("BENCH_SMALL_MERGE_ROUNDS", 4), 1)
     per_round = max(env_int("BENCH_SMALL_MERGE_BATCHES", 6), 2)
-    plan = [
-        "before",
-        "now",
-        *[k for r in range(rounds) for k in (("before", "now"), ("now", "before"))[r % 2]],
-    ]
+    plan = alternated(rounds, ("before", "now"))
     batches = len(plan) * per_round
     keys_of = [1 + index % 2 for index in range(batches)]  # one changed key, then two
     stride = max(bench.rows // (sum(keys_of) + 1), 1)
@@ -103,18 +98,15 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
             if not warm_up:
                 runs[kind].extend(done)
     changed_rows = silver.read(spark).where(F.col("c_login").startswith("#")).count()
-    medians = {
-        kind: {name: round(statistics.median(d[name] for d in done), 3) for name in done[0]}
-        for kind, done in runs.items()
-    }
+    median = medians(runs, 3)
     return {
         "rows": bench.rows,
         "rounds": rounds,
         "batches_per_round": per_round,
-        "before": medians["before"],
-        "now": medians["now"],
+        "before": median["before"],
+        "now": median["now"],
         "samples": runs,
-        "speedup": round(medians["before"]["s"] / medians["now"]["s"], 3),
+        "speedup": round(median["before"]["s"] / median["now"]["s"], 3),
         "keys_changed": taken,
         "silver_rows_changed": changed_rows,
         "silver_matches": changed_rows == taken,
