@@ -358,6 +358,20 @@ _UNMAPPED_FORBIDDEN = frozenset(" ,;{}()\n\t=")
 #: `lake.table_layout` properties, set after creation, take precedence.
 STREAMED_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
 
+#: The Delta table property naming the columns whose statistics each new file's entry holds.
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+
+#: The statistics bronze keeps. By default Delta gathers the min, max and null count of a new
+#: file's first 32 columns as it writes it, a large share of a wide snapshot's write (1M rows of
+#: 18 columns, 2 cores: binlake p2 1.23x faster, a plain Spark JDBC copy 1.48x, with one column's
+#: statistics). Bronze is filtered by `_chunk_id` alone (a chunk batch's replace, a DDL's rewrite
+#: of the finished chunks): binlake's own column, whose name no DDL changes. A source column
+#: named here would be one a DDL mid-snapshot may rename or drop, after which Delta refuses the
+#: table's next overwrite. A table's `lake.table_layout` may set the property (it takes
+#: precedence); its clustering columns join this list (Delta clusters by columns it has
+#: statistics of).
+BRONZE_STATS_COLUMNS = "_chunk_id"
+
 
 def column_mapping(names: Iterable[str]) -> dict[str, str]:
     """Writer options for a new Delta table holding columns of these names: Delta refuses a

@@ -42,6 +42,8 @@ from binlake.errors import ConfigError, SchemaChangeError, SourceError, carried_
 from binlake.events import Event, event
 from binlake.lake import (
     BRONZE_COLUMNS,
+    BRONZE_STATS_COLUMNS,
+    STATS_COLUMNS,
     bronze_schema,
     bronze_table,
     column_mapping,
@@ -629,7 +631,8 @@ def _read_and_commit(
     bronze = bronze_table(config, table)
     try:
         landed = lake_view(source, table).column_names
-        bronze.replace_chunks(spark, rows, [c.chunk_id for c in batch], column_mapping(landed))
+        created = {**column_mapping(landed), STATS_COLUMNS: BRONZE_STATS_COLUMNS}
+        bronze.replace_chunks(spark, rows, [c.chunk_id for c in batch], created)
     except Exception as failure:  # a chunk read's own error, raised in a Spark task
         raise carried_by(failure) or failure from None
     return chunk_results(table, batch, chunk_reports(reports))

@@ -56,6 +56,7 @@ from binlake.schema import TableSchema
 from binlake.schema_changes import column_changes, rows_after, unapplicable
 from binlake.schema_history import SchemaChange, SchemaEntry, SchemaHistory, SchemaTracker
 from binlake.schema_source import ServerSchemas
+from binlake.table_layout import before_schema_overwrite
 from binlake.source import connection
 from binlake.typemap import map_table, spark_schema
 
@@ -262,6 +263,7 @@ def catch_up(
     )
     if row_filter is not None:
         landed = landed.where(holds(row_filter))
+    before_schema_overwrite(spark, bronze)
     bronze.save(landed.write.format("delta").mode("overwrite").option("overwriteSchema", "true"))
     counts = {r[0]: r[1] for r in bronze.read(spark).groupBy("_chunk_id").count().collect()}
     return [

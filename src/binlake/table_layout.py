@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from binlake.config import Config, TableLayout
 from binlake.errors import LakeError
-from binlake.lake import LakeTable, column_name
+from binlake.lake import BRONZE_STATS_COLUMNS, STATS_COLUMNS, LakeTable, column_name
 from binlake.schema import TableSchema
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,7 @@ def _apply(spark: SparkSession, target: LakeTable, layout: TableLayout, cluster:
     has = dict(detail["properties"] or {})
     changed = {k: v for k, v in layout.properties.items() if has.get(k) != v}
     if changed:
-        pairs = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in changed.items())
-        spark.sql(f"ALTER TABLE {target.sql} SET TBLPROPERTIES ({pairs})")
+        spark.sql(f"ALTER TABLE {target.sql} SET TBLPROPERTIES ({_pairs(changed)})")
         log.info("%s: table properties %s set (lake.table_layout)", target, sorted(changed))
     if not cluster or not layout.cluster_by:
         return
@@ -58,9 +57,38 @@ def _apply(spark: SparkSession, target: LakeTable, layout: TableLayout, cluster:
     wanted = [c for c in layout.cluster_by if c in columns]
     if missing := [c for c in layout.cluster_by if c not in columns]:
         log.warning("%s has no column %s to cluster by any more", target, ", ".join(missing))
+    if stats := _statistics_for(layout, has, wanted):
+        spark.sql(f"ALTER TABLE {target.sql} SET TBLPROPERTIES ({_pairs({STATS_COLUMNS: stats})})")
     if wanted and list(detail["clusteringColumns"] or []) != wanted:
         spark.sql(f"ALTER TABLE {target.sql} CLUSTER BY ({', '.join(map(column_name, wanted))})")
         log.info("%s: clustered by %s (lake.table_layout)", target, ", ".join(wanted))
+
+
+def _statistics_for(layout: TableLayout, has: dict[str, str], clustered: list[str]) -> str | None:
+    """The statistics columns a table of binlake's own list (bronze's) needs to be clustered by
+    `clustered`: Delta clusters only by columns it has statistics of. None: nothing to change
+    (the table keeps Delta's default statistics, the layout sets its own list, or it holds
+    them already)."""
+    if STATS_COLUMNS not in has or STATS_COLUMNS in layout.properties:
+        return None
+    wanted = ", ".join([BRONZE_STATS_COLUMNS, *map(column_name, clustered)])
+    return wanted if has[STATS_COLUMNS] != wanted else None
+
+
+def before_schema_overwrite(spark: SparkSession, bronze: LakeTable) -> None:
+    """Bronze's statistics columns back to binlake's own before an overwrite that changes its
+    schema: a clustering column (or a layout's own list) may name a column the change renames
+    or drops, and Delta refuses to overwrite a table whose statistics columns are missing. The
+    snapshot's end applies the layout again (`apply_layout`)."""
+    detail = spark.sql(f"DESCRIBE DETAIL {bronze.sql}").first()
+    stats = dict(detail["properties"] or {}).get(STATS_COLUMNS) if detail else None
+    if stats is not None and stats != BRONZE_STATS_COLUMNS:
+        reset = _pairs({STATS_COLUMNS: BRONZE_STATS_COLUMNS})
+        spark.sql(f"ALTER TABLE {bronze.sql} SET TBLPROPERTIES ({reset})")
+
+
+def _pairs(properties: dict[str, str]) -> str:
+    return ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items())
 
 
 def _literal(text: str) -> str:

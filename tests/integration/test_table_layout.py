@@ -5,6 +5,7 @@ with writes racing; silver still equals the source."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from binlake import jobs
 from binlake.column_rules import lake_view
 from binlake.errors import ConfigError
-from binlake.lake import bronze_table
+from binlake.lake import STATS_COLUMNS, bronze_table
 from binlake.silver import changelog_table, silver_table
 from binlake.snapshot import with_resolved_password
 from binlake.source import connection, load_schema
@@ -24,6 +25,7 @@ from .items import (
     assert_silver_is_source,
     seed_items,
 )
+from .test_snapshot_migrations import migrate_during_batches
 
 pytestmark = pytest.mark.integration
 
@@ -102,3 +104,59 @@ def test_a_layout_naming_a_missing_column_or_table_is_refused_before_any_work(
 def _items(config: Any) -> Any:
     with connection(with_resolved_password(config.source)) as conn:
         return load_schema(conn, config.source.database, "items", {})
+
+
+def _statistics(spark: Any, target: Any) -> tuple[str | None, set[str]]:
+    """`target`'s statistics columns property, and the columns whose min and max its files'
+    entries in the Delta log hold."""
+    detail = spark.sql(f"DESCRIBE DETAIL {target.sql}").first()
+    log = spark.read.json(f"{detail['location']}/_delta_log/*.json").where("add IS NOT NULL")
+    held = {c for r in log.select("add.stats").collect() for c in json.loads(r[0])["minValues"]}
+    return detail["properties"].get(STATS_COLUMNS), held
+
+
+def test_bronze_gathers_statistics_of_its_chunk_ids_alone_silver_of_every_column(
+    spark: Any, sql: Callable[..., Any], make_config: Callable[..., Any], racer: Any
+) -> None:
+    """Delta's default statistics (min, max, nulls of the first 32 columns) are much of a wide
+    snapshot's write cost; bronze is filtered by `_chunk_id` alone. On main its files held
+    statistics of every column."""
+    seed_items(sql, 300)
+    config = make_config(snapshot={"chunk_size": 100, "chunks_per_commit": 1})
+    with racer():
+        jobs.snapshot(spark, config)
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)
+    table = lake_view(config.source, _items(config))
+    assert _statistics(spark, bronze_table(config, table)) == ("_chunk_id", {"_chunk_id"})
+    assert _statistics(spark, silver_table(config, table))[1] >= {"id", "name", "qty"}
+    assert_silver_is_source(spark, sql, config, "items")
+
+
+def test_a_clustering_column_renamed_during_a_reset_snapshot_is_followed(
+    spark: Any, sql: Callable[..., Any], make_config: Callable[..., Any], racer: Any,
+    monkeypatch: Any,
+) -> None:  # fmt: skip
+    """A clustered bronze gathers statistics of its clustering columns too (Delta clusters by
+    columns it has statistics of), and Delta refuses to overwrite a table whose statistics
+    columns are gone: a reset's snapshot meeting the rename of one must still follow it."""
+    seed_items(sql, 400)
+    snapshot = {"chunk_size": 100, "parallelism": 1, "chunks_per_commit": 1}
+    layout = {"table_layout": {"items": {"cluster_by": ["note"]}}}
+    config = make_config(snapshot=snapshot, lake=layout)
+    jobs.snapshot(spark, config)
+    bronze = bronze_table(config, lake_view(config.source, _items(config)))
+    assert _statistics(spark, bronze)[0] == "_chunk_id, `note`"
+    rename = ["ALTER TABLE items RENAME COLUMN note TO remark", "UPDATE items SET remark = 'r'"]
+    migrate_during_batches(monkeypatch, sql, {2: rename})
+    with racer():
+        jobs.snapshot(spark, config, ["items"], reset=True)
+    renamed = make_config(
+        snapshot=snapshot, lake={"table_layout": {"items": {"cluster_by": ["remark"]}}}
+    )
+    jobs.snapshot(spark, renamed)
+    assert _statistics(spark, bronze)[0] == "_chunk_id, `remark`"
+    with racer():
+        jobs.stream(spark, renamed, available_now=True)
+    jobs.stream(spark, renamed, available_now=True)
+    assert_silver_is_source(spark, sql, renamed, "items")
