@@ -29,6 +29,7 @@ from binlake.column_rules import lake_view
 from binlake.config import Config
 from binlake.errors import LakeError
 from binlake.lake import (
+    STATS_COLUMNS,
     STREAMED_TABLE_PROPERTIES,
     LakeTable,
     bronze_table,
@@ -404,6 +405,17 @@ def typed_changes(
     )  # fmt: skip
 
 
+#: The changelog's table properties at creation: a streamed table's, and statistics of the two
+#: columns its rows are found by (binlake looks a batch's offsets up, readers a time range)
+#: instead of Delta's default 32, which are mostly its images' fields (200,000 changes of an
+#: 18-column table appended in 3.32 s with the default, 2.46 s with these). Both are binlake's
+#: own columns, which no schema change renames.
+CHANGELOG_TABLE_PROPERTIES = {
+    **STREAMED_TABLE_PROPERTIES,
+    STATS_COLUMNS: ", ".join(map(column_name, (OFFSET_COLUMN, "_commit_ts"))),
+}
+
+
 class ChangelogEnds:
     """The newest change offset each changelog holds, where this run knows it: a table's
     changelog whose rows from a batch's first offset on were found absent holds, once the batch is
@@ -576,7 +588,7 @@ class TableApply:
             .mode("append")
             .option("mergeSchema", "true")
             .options(**column_mapping(self.columns.fieldNames()))
-            .options(**({} if existed else STREAMED_TABLE_PROPERTIES))
+            .options(**({} if existed else CHANGELOG_TABLE_PROPERTIES))
         )
         self.ends.appended(changelog, newest)
         if not existed:

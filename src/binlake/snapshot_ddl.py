@@ -56,8 +56,8 @@ from binlake.schema import TableSchema
 from binlake.schema_changes import column_changes, rows_after, unapplicable
 from binlake.schema_history import SchemaChange, SchemaEntry, SchemaHistory, SchemaTracker
 from binlake.schema_source import ServerSchemas
-from binlake.table_layout import before_schema_overwrite
 from binlake.source import connection
+from binlake.table_layout import before_schema_overwrite
 from binlake.typemap import map_table, spark_schema
 
 log = logging.getLogger(__name__)

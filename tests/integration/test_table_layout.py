@@ -115,12 +115,13 @@ def _statistics(spark: Any, target: Any) -> tuple[str | None, set[str]]:
     return detail["properties"].get(STATS_COLUMNS), held
 
 
-def test_bronze_gathers_statistics_of_its_chunk_ids_alone_silver_of_every_column(
+def test_bronze_and_the_changelog_gather_statistics_of_what_they_are_found_by(
     spark: Any, sql: Callable[..., Any], make_config: Callable[..., Any], racer: Any
 ) -> None:
     """Delta's default statistics (min, max, nulls of the first 32 columns) are much of a wide
-    snapshot's write cost; bronze is filtered by `_chunk_id` alone. On main its files held
-    statistics of every column."""
+    write's cost: bronze is filtered by `_chunk_id` alone, the changelog by its offsets and
+    commit times; silver keeps the default. On main their files held statistics of every
+    column."""
     seed_items(sql, 300)
     config = make_config(snapshot={"chunk_size": 100, "chunks_per_commit": 1})
     with racer():
@@ -129,6 +130,8 @@ def test_bronze_gathers_statistics_of_its_chunk_ids_alone_silver_of_every_column
     jobs.stream(spark, config, available_now=True)
     table = lake_view(config.source, _items(config))
     assert _statistics(spark, bronze_table(config, table)) == ("_chunk_id", {"_chunk_id"})
+    changelog = ("`_binlake_offset`, `_commit_ts`", {"_binlake_offset", "_commit_ts"})
+    assert _statistics(spark, changelog_table(config, table)) == changelog
     assert _statistics(spark, silver_table(config, table))[1] >= {"id", "name", "qty"}
     assert_silver_is_source(spark, sql, config, "items")
 
