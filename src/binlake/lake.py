@@ -363,7 +363,7 @@ STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 
 #: The statistics bronze keeps. By default Delta gathers the min, max and null count of a new
 #: file's first 32 columns as it writes it, a large share of a wide snapshot's write (1M rows of
-#: 18 columns, 2 cores: binlake p2 1.23x faster, a plain Spark JDBC copy 1.48x, with one column's
+#: 18 columns, 2 cores: binlake p2 1.22x faster, a plain Spark JDBC copy 1.41x, with one column's
 #: statistics). Bronze is filtered by `_chunk_id` alone (a chunk batch's replace, a DDL's rewrite
 #: of the finished chunks): binlake's own column, whose name no DDL changes. A source column
 #: named here would be one a DDL mid-snapshot may rename or drop, after which Delta refuses the
