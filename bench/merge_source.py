@@ -4,8 +4,10 @@ on the same data.
 
 `now`: Delta's copy of the MERGE source off (`binlake.spark.DETERMINISTIC_MERGE_SOURCES`), a
 table's large batch spread over tasks (`silver.CHANGES_PER_TASK`), no collapse when each key
-changed once (the summary's `unique_keys`). `before`: the copy on, one task, always collapsed;
-made by patching those three for the run (like `bench.phases`, no change to `src/`).
+changed once (the summary's `unique_keys`), a large batch read by several tasks
+(`stream.read_tasks`). `before`: the copy on, one task, always collapsed, one read; made by
+patching those four for the run (like `bench.phases`, no change to `src/`).
+`BENCH_MERGE_SOURCE_BEFORE=reads` makes `before` differ from `now` in the reads alone.
 
 `bench.customer` (`BENCH_ROWS`) is snapshotted and its silver created once; one burst
 (`BENCH_BURST`, `bench.data.make_burst`) follows. Each run catches that burst up from a copy of
@@ -19,10 +21,12 @@ and cached (`silver._last_per_key`) before an uncopied MERGE.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from typing import Any
 
 from bench.run import Bench, alternated, create_silver, env_int, medians, say
@@ -32,11 +36,17 @@ METRICS = ("executionTimeMs", "materializeSourceTimeMs", "scanTimeMs", "rewriteT
 
 @contextmanager
 def built_as_before() -> Iterator[None]:
-    """silver's MERGE source as binlake built it before: copied by Delta, one task, collapsed."""
+    """silver's MERGE source as binlake built it before: copied by Delta, one task, collapsed,
+    from one read of the batch (`read_whole`); with `BENCH_MERGE_SOURCE_BEFORE=reads`, the read
+    alone."""
     from pyspark.sql import Row
 
     from binlake import silver, stream
 
+    if os.environ.get("BENCH_MERGE_SOURCE_BEFORE") == "reads":
+        with read_whole():
+            yield
+        return
     summary = silver.TableApply._summary
 
     def always_collapsed(self: Any, typed: Any) -> Any:
@@ -46,10 +56,30 @@ def built_as_before() -> Iterator[None]:
     stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK = {}, 10**12
     silver.TableApply._summary = always_collapsed  # type: ignore[method-assign]
     try:
-        yield
+        with read_whole():
+            yield
     finally:
         stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK = saved
         silver.TableApply._summary = summary  # type: ignore[method-assign]
+
+
+@contextmanager
+def read_whole() -> Iterator[None]:
+    """Each batch read by one task, as before `stream.read_tasks`: the stream's spec keeps the
+    stream's own server id alone."""
+    from binlake import stream
+
+    spec = stream.stream_spec
+
+    def one_read(*args: Any, **options: Any) -> Any:
+        built = spec(*args, **options)
+        return replace(built, read_ids=built.read_ids[:1])
+
+    stream.stream_spec = one_read  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        stream.stream_spec = spec
 
 
 def merge_source(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:

@@ -12,7 +12,8 @@ scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_RO
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
 (stream | many_tables | backlog | startup | merge_source | small_merges),
-BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6),
+BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_MERGE_SOURCE_BEFORE (reads: the batch's reads alone),
+BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6),
 BENCH_TAG (suffix of the result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 """

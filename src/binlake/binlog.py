@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -314,6 +314,85 @@ def _bounded_end(
             fits = end
     # A header-only read that met no transaction at or after the head: its bytes decide.
     return fits if fits is not None and budget.exceeded(behind, 0) else head
+
+
+def read_splits(
+    source: SourceConfig,
+    server_id: int,
+    start: BinlogOffset,
+    end: BinlogOffset,
+    parts: int,
+    min_bytes: int,
+) -> list[BinlogOffset]:
+    """Where to cut the read of `(start, end]` into at most `parts` reads of about equal bytes
+    and at least `min_bytes` each, so that several tasks decode one batch side by side:
+    transaction starts (`even_splits`), none past the first statement the range holds.
+
+    Each read then opens the binlog at a transaction start, as a batch does, and decodes every
+    row with the schema in force at its own start (`BinlogRange.in_force`): the schema history
+    records a DDL only once a batch applied it, so a read starting after a DDL of its own batch
+    would decode the rows past it with the schema before. Any statement but BEGIN and COMMIT
+    (a DDL, a TRUNCATE, a statement-logged DML) therefore ends the splitting: from the last cut
+    before it, one read holds the rest. Event headers alone are read, as for `bounded_end`."""
+    return _reconnecting(source)(_read_splits, source, server_id, start, end, parts, min_bytes)
+
+
+def _read_splits(
+    source: SourceConfig,
+    server_id: int,
+    start: BinlogOffset,
+    end: BinlogOffset,
+    parts: int,
+    min_bytes: int,
+) -> list[BinlogOffset]:
+    with connection(source) as conn:
+        sizes = binlog_sizes(conn)
+    total = bytes_behind(start, end, sizes)
+    parts = min(parts, total // min_bytes)
+    if parts < 2:
+        return []
+    stream = _open(
+        source, server_id, start, only_events=[*_TRANSACTION_STARTS, QueryEvent],
+        filter_non_implemented_events=False,
+    )  # fmt: skip
+
+    def starts() -> Iterator[tuple[BinlogOffset, int]]:
+        for event in stream:
+            if isinstance(event, QueryEvent):
+                if str(event.query).strip().upper() not in ("BEGIN", "COMMIT"):
+                    return
+                continue
+            begins = _transaction_start(event, stream.log_file, start.lineage)
+            if begins is None or begins <= start:
+                continue
+            if begins >= end:
+                return
+            yield begins, bytes_behind(start, begins, sizes)
+
+    try:
+        return even_splits(starts(), total, parts)
+    finally:
+        stream.close()
+
+
+def even_splits(
+    starts: Iterable[tuple[BinlogOffset, int]], total: int, parts: int
+) -> list[BinlogOffset]:
+    """Of transaction starts in binlog order, each with its bytes past the range's start, where
+    to cut the range's `total` bytes into at most `parts` reads of about equal bytes: each cut
+    is the first start at or past an even share of what the cut before left (a transaction
+    larger than a share makes fewer, larger reads). Reads `starts` no further than its last
+    cut."""
+    cuts: list[BinlogOffset] = []
+    at = 0  # bytes before the last cut
+    for begins, done in starts:
+        left = parts - len(cuts)  # reads still to cut the rest into
+        if left <= 1:
+            break
+        if at < done < total and (done - at) * left >= total - at:
+            cuts.append(begins)
+            at = done
+    return cuts
 
 
 def offset_of_gtid(source: SourceConfig, server_id: int, gtid: str) -> BinlogOffset | None:

@@ -425,6 +425,14 @@ class StreamConfig(_Section):
     #: bounding a batch of narrow rows, whose bytes understate its rows, the same way. A
     #: transaction of more changes is a batch of its own. `null`: no bound.
     max_changes_per_batch: Annotated[int, Field(ge=1)] | None = 500_000
+    #: Binlog reads of one large batch: a batch of more binlog bytes than `bytes_per_read_task`
+    #: is cut between transactions into up to this many reads of about equal bytes, decoded by
+    #: Spark tasks side by side (from the batch's first DDL on, one task reads it). Each read
+    #: takes a server id of `source.server_id_range`, down from the stream's, of those the
+    #: snapshot's readers leave free; 1: every batch is one read.
+    read_tasks: Annotated[int, Field(ge=1)] = 4
+    #: The fewest binlog bytes a batch's read task is given.
+    bytes_per_read_task: Annotated[int, Field(ge=1024)] = 4 * 2**20
 
     @field_validator("trigger_interval")
     @classmethod
@@ -584,6 +592,16 @@ class Config(_Section):
     @property
     def stream_server_id(self) -> int:
         return self.source.server_id_range[1]
+
+    @property
+    def stream_read_ids(self) -> tuple[int, ...]:
+        """The server ids of one stream batch's binlog reads (`stream.read_tasks`): the stream's
+        own, then down from it those the snapshot's table slots leave free, since a snapshot
+        runs beside the stream (a table joining, one sent back to its snapshot) and the source
+        evicts a replica connection when another registers with its id."""
+        low, high = self.source.server_id_range
+        free = high - (low + self.table_slots * self.snapshot.parallelism)
+        return tuple(range(high, high - 1 - min(self.stream.read_tasks - 1, free), -1))
 
     def snapshot_server_id(self, reader: int) -> int:
         return self.source.server_id_range[0] + reader

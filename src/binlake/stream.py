@@ -140,6 +140,8 @@ def stream_spec(
         marks=marks,
         max_bytes=config.stream.max_bytes_per_batch,
         max_changes=config.stream.max_changes_per_batch,
+        read_ids=config.stream_read_ids,
+        bytes_per_read=config.stream.bytes_per_read_task,
     )
 
 

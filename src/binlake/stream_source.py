@@ -2,10 +2,11 @@
 
 The stream's offset is the binlog offset `{"file", "pos"}`, always on a transaction boundary
 (`SHOW MASTER STATUS`), so Spark's checkpoint is where a restart resumes and a micro-batch never
-splits a transaction. Each micro-batch `(start, end]` is read by one task, which decodes every row
-with the schema in force at its position (`schema_history`) and applies the high-watermark filter
-before anything leaves Python: changes a chunk already holds are dropped, key-changing updates
-are split into delete + insert and each side is judged by its own chunk.
+splits a transaction. Each micro-batch `(start, end]` is read by one task, or a large one by
+several, each from a transaction start (`StreamSpec.reads`); a read decodes every row with the
+schema in force at its position (`schema_history`) and applies the high-watermark filter before
+anything leaves Python: changes a chunk already holds are dropped, key-changing updates are split
+into delete + insert and each side is judged by its own chunk.
 
 Rows are `change_record`s: one fixed schema whatever the tables, the images as JSON that the sink
 types against silver, DDL in the same order as the rows around it.
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from itertools import islice
+from dataclasses import dataclass, field, replace
+from itertools import islice, pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -44,7 +45,13 @@ try:  # Spark 4.2+: read limits and Trigger.AvailableNow for Python sources (SPA
 except ImportError:  # Spark 4.0 and 4.1 (the LTS runtimes): `latestOffset()` is called bare
     ReadAllAvailable = ReadLimit = ReadMaxBytes = SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
-from binlake.binlog import BatchBudget, binlog_behind, bounded_end, follow_changes
+from binlake.binlog import (
+    BatchBudget,
+    binlog_behind,
+    bounded_end,
+    follow_changes,
+    read_splits,
+)
 from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
 from binlake.changes import Row, RowChange, split_key_change
 from binlake.chunks import ChunkRange, SortKey, decode_key, encode_key
@@ -126,6 +133,10 @@ class StreamSpec:
     #: The range, on the replaced source, of a batch planned there and not committed: Spark
     #: replays it first, read on the new source, and what it applied then is not applied again.
     replayed: tuple[BinlogOffset, BinlogOffset] | None = None
+    #: The server ids of one batch's reads (`Config.stream_read_ids`): a batch of several
+    #: times `bytes_per_read` binlog bytes is read by up to one task per id (`reads`).
+    read_ids: tuple[int, ...] = ()
+    bytes_per_read: int = 4 * 2**20  # stream.bytes_per_read_task
 
     def offset(self, data: dict[str, Any]) -> BinlogOffset:
         """An offset Spark hands the reader, on the source as it is now."""
@@ -165,6 +176,24 @@ class StreamSpec:
             floors[table] = max(floors.get(table, marks.min_hw), marks.min_hw)
         return BinlogRange(start.file, start.pos, end.file, end.pos, entries, floors)
 
+    def reads(self, start: BinlogOffset, end: BinlogOffset) -> list[BinlogRange]:
+        """The batch `(start, end]` as the reads Spark runs side by side: cut between
+        transactions into reads of at least `bytes_per_read` bytes (`binlog.read_splits`),
+        one per server id of `read_ids` at most, or read whole. The reads together yield the
+        changes the whole read would, with the same offsets: a change's offset is its own row
+        event's, wherever a read starts."""
+        whole = self.plan(start, end)
+        if len(self.read_ids) < 2:
+            return [whole]
+        cuts = read_splits(
+            self.source, self.server_id, start, end, len(self.read_ids), self.bytes_per_read
+        )
+        bounds = [start, *cuts, end]
+        return [
+            whole.between(low, high, server_id)
+            for (low, high), server_id in zip(pairwise(bounds), self.read_ids, strict=False)
+        ]
+
 
 @dataclass(frozen=True)
 class BinlogRange(InputPartition):
@@ -174,6 +203,9 @@ class BinlogRange(InputPartition):
     end_pos: int
     entries: dict[str, tuple[SchemaEntry, ...]] = field(default_factory=dict)
     floors: dict[str, BinlogOffset] = field(default_factory=dict)
+    #: The replica id this read connects with (None: the stream's own): reads of one batch
+    #: run at once, and the source evicts a replica connection when another takes its id.
+    server_id: int | None = None
 
     @property
     def start(self) -> BinlogOffset:
@@ -182,6 +214,13 @@ class BinlogRange(InputPartition):
     @property
     def end(self) -> BinlogOffset:
         return BinlogOffset(self.end_file, self.end_pos)
+
+    def between(self, start: BinlogOffset, end: BinlogOffset, server_id: int) -> BinlogRange:
+        """The part `(start, end]` of this read, by replica id `server_id`."""
+        return replace(
+            self, start_file=start.file, start_pos=start.pos, end_file=end.file,
+            end_pos=end.pos, server_id=server_id,
+        )  # fmt: skip
 
     def in_force(self) -> dict[str, SchemaEntry]:
         """Each table's entry in force at the range's start (see `SchemaHistory.at`)."""
@@ -260,7 +299,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.position = max(self.position, last)
         if last <= first:
             return []
-        return [self.spec.plan(first, last)]
+        return self.spec.reads(first, last)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BinlogRange)
@@ -281,8 +320,8 @@ def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBa
             ServerSchemas(conn, spec.split_keys),
         )
         events = follow_changes(
-            spec.source, spec.server_id, tracker, partition.start, partition.end,
-            partition.floors,
+            spec.source, partition.server_id or spec.server_id, tracker, partition.start,
+            partition.end, partition.floors,
         )  # fmt: skip
         batches = ChangeBatches(spec.source)
         for block in _filtered_blocks(conn, spec, events):

@@ -20,8 +20,10 @@ from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import QueryEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from binlake.offsets import BinlogOffset
 from binlake.schema import TableSchema
 from binlake.source import load_schema
 from binlake.typemap import map_table
@@ -42,6 +44,39 @@ def subprocess_env() -> dict[str, str]:
     env["PYSPARK_PYTHON"] = sys.executable
     env["BINLAKE_DRIVER_MEMORY"] = "1g"
     return env
+
+
+#: The oracle's own binlog reads take ids from here, outside every make_config range; each a
+#: random one, so that tests running at once do not evict each other's read.
+BINLOG_SERVER_IDS = range(991_100, 991_900)
+
+
+def commit_ends(
+    db_env: dict[str, str], start: BinlogOffset, stop: BinlogOffset
+) -> set[BinlogOffset]:
+    """Where each transaction in `(start, stop]` ends, read from the server's binlog: the end
+    of its XID event (InnoDB) or of its COMMIT or DDL statement."""
+    stream = BinLogStreamReader(
+        connection_settings={
+            "host": "127.0.0.1",
+            "port": int(db_env["BINLAKE_SOURCE_PORT"]),
+            "user": "binlake",
+            "password": db_env["BINLAKE_SOURCE_PASSWORD"],
+        },
+        server_id=random.choice(BINLOG_SERVER_IDS), resume_stream=True, log_file=start.file,
+        log_pos=start.pos, blocking=False, only_events=[XidEvent, QueryEvent],
+    )  # fmt: skip
+    ends = set()
+    try:
+        for event in stream:
+            offset = BinlogOffset(stream.log_file, stream.log_pos)
+            if offset > stop:
+                break
+            if isinstance(event, XidEvent) or event.query != "BEGIN":
+                ends.add(offset)
+    finally:
+        stream.close()
+    return ends
 
 
 def connect(db_env: dict[str, str], database: str | None = None) -> pymysql.Connection:

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import QueryEvent, XidEvent
 
 from binlake import jobs
 from binlake.events import event_table
@@ -36,40 +34,11 @@ from .items import (
     logged_events,
     seed_items,
 )
-from .replay import connect
+from .replay import commit_ends, connect
 
 pytestmark = pytest.mark.integration
 
 BUDGET = 32 * 1024  # bytes per batch: the backlog below is several times that
-BINLOG_SERVER_ID = 991_100  # the test's own binlog read; outside every make_config range
-
-
-def _commit_ends(
-    db_env: dict[str, str], start: BinlogOffset, stop: BinlogOffset
-) -> set[BinlogOffset]:
-    """Where each transaction in `(start, stop]` ends, read from the server's binlog: the end
-    of its XID event (InnoDB) or of its COMMIT or DDL statement."""
-    stream = BinLogStreamReader(
-        connection_settings={
-            "host": "127.0.0.1",
-            "port": int(db_env["BINLAKE_SOURCE_PORT"]),
-            "user": "binlake",
-            "password": db_env["BINLAKE_SOURCE_PASSWORD"],
-        },
-        server_id=BINLOG_SERVER_ID, resume_stream=True, log_file=start.file,
-        log_pos=start.pos, blocking=False, only_events=[XidEvent, QueryEvent],
-    )  # fmt: skip
-    ends = set()
-    try:
-        for event in stream:
-            offset = BinlogOffset(stream.log_file, stream.log_pos)
-            if offset > stop:
-                break
-            if isinstance(event, XidEvent) or event.query != "BEGIN":
-                ends.add(offset)
-    finally:
-        stream.close()
-    return ends
 
 
 def _batch_ends(config: Any) -> list[BinlogOffset]:
@@ -107,7 +76,7 @@ def test_a_backlog_drains_in_bounded_batches_that_end_between_transactions(
     jobs.stream(spark, config, available_now=True)  # what the racer wrote during the drain
 
     ends = _batch_ends(config)[len(before) - 1 :]
-    commits = _commit_ends(db_env, ends[0], ends[-1])
+    commits = commit_ends(db_env, ends[0], ends[-1])
     spans = [bytes_behind(a, b, sizes) for a, b in itertools.pairwise(ends)]
     assert len(spans) >= 5, spans
     for (a, b), span in zip(itertools.pairwise(ends), spans, strict=True):

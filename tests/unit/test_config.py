@@ -78,6 +78,32 @@ def test_tables_at_once_never_share_a_server_id(
     ]
     assert len(set(ids)) == len(ids)
     assert max(ids) < config.stream_server_id
+    # A batch's reads take the ids above the snapshot's slots, the stream's own first.
+    reads = config.stream_read_ids
+    assert reads[0] == config.stream_server_id and len(set(reads)) == len(reads) >= 1
+    assert not set(reads) & set(ids)
+    assert all(server_ids[0] <= i <= server_ids[1] for i in reads)
+
+
+@pytest.mark.parametrize(
+    ("server_ids", "read_tasks", "reads"),
+    [
+        ((5400, 5499), 4, (5499, 5498, 5497, 5496)),  # the defaults
+        ((100, 108), 4, (108,)),  # two slots of 4 leave no id: batches are read whole
+        ((100, 110), 4, (110, 109, 108)),  # two ids left beside the stream's
+        ((5400, 5499), 1, (5499,)),
+    ],
+)
+def test_a_batchs_reads_take_the_ids_the_snapshot_leaves_free(
+    server_ids: tuple[int, int], read_tasks: int, reads: tuple[int, ...]
+) -> None:
+    config = parse_config(
+        {
+            "source": {"database": "shop", "server_id_range": list(server_ids)},
+            "stream": {"read_tasks": read_tasks},
+        }
+    )
+    assert config.stream_read_ids == reads
 
 
 def test_full_design_example_parses() -> None:

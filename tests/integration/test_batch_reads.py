@@ -1,0 +1,111 @@
+"""A large batch is read by several Spark tasks side by side (`stream.read_tasks`,
+`stream.bytes_per_read_task`).
+
+A batch was one read of the binlog, decoded by one task while the other cores waited. Now a
+batch of several times `bytes_per_read_task` is cut into reads of about equal bytes, each from a
+transaction start, each with a replica id of its own; a DDL of the batch ends the cutting (the
+schema history records it only once the batch applied it, so a read starting past it would
+decode with the schema before). The oracles: the server's own binlog for where transactions
+end, the whole range read as one for what the reads must yield together, and the source itself
+for silver after a racing catch-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from binlake import jobs
+from binlake.change_record import DDL
+from binlake.offsets import BinlogOffset
+from binlake.source import current_offset
+from binlake.stream import stream_spec
+from binlake.stream_source import BinlogRange, BinlogStreamReader, StreamSpec, read_range
+
+from .items import (
+    Racer,
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+    seed_items,
+)
+from .replay import commit_ends, connect
+
+pytestmark = pytest.mark.integration
+
+READ_BYTES = 4096  # the fewest binlog bytes per read: the backlogs below are many times that
+
+
+def _head(db_env: dict[str, str]) -> BinlogOffset:
+    with connect(db_env) as conn:
+        return current_offset(conn)
+
+
+def _backlog_around_a_ddl(db_env: dict[str, str], database: str, sql: Any) -> None:
+    """Racing writes, a DDL of the captured table, then racing writes in its new schema."""
+    for _ in range(2):
+        with Racer(db_env, database) as racer:
+            while racer.statements < 150:
+                racer.stop.wait(0.05)
+        if not sql("SHOW COLUMNS FROM items LIKE 'colour'"):
+            sql("ALTER TABLE items ADD COLUMN colour VARCHAR(12) DEFAULT 'red'")
+
+
+def _snapshotted(spark: Any, make_config: Callable[..., Any], sql: Any) -> Any:
+    """A snapshotted table: the schema history and the job's tables the reads plan from."""
+    seed_items(sql, 400)
+    config = make_config(snapshot={"chunk_size": 200}, stream={"bytes_per_read_task": READ_BYTES})
+    jobs.run(spark, config)
+    return config
+
+
+def _rows(spec: StreamSpec, read: BinlogRange) -> list[dict[str, Any]]:
+    return [row for batch in read_range(spec, read) for row in batch.to_pylist()]
+
+
+def test_a_batch_is_cut_between_transactions_into_reads_that_yield_what_one_read_does(
+    spark: Any,
+    db_env: dict[str, str],
+    database: str,
+    make_config: Callable[..., Any],
+    sql: Callable[..., Any],
+) -> None:
+    config = _snapshotted(spark, make_config, sql)
+    start = _head(db_env)
+    _backlog_around_a_ddl(db_env, database, sql)
+    end = _head(db_env)
+    spec = stream_spec(config, config.source, start, {})
+
+    reads = BinlogStreamReader(spec).partitions(start.to_dict(), end.to_dict())
+    whole = _rows(spec, spec.plan(start, end))
+    (ddl,) = [BinlogOffset(r["_file"], r["_pos"]) for r in whole if r["_op"] == DDL]
+
+    assert all(isinstance(r, BinlogRange) for r in reads)
+    assert len(reads) >= 2, "a backlog of many times bytes_per_read_task was read whole"
+    assert [r.server_id for r in reads] == list(config.stream_read_ids[: len(reads)])
+    assert len(set(config.stream_read_ids)) == len(config.stream_read_ids) == 4
+    assert reads[0].start == start and reads[-1].end == end
+    cuts = [r.start for r in reads[1:]]
+    assert cuts == [r.end for r in reads[:-1]], "the reads are not contiguous"
+    commits = commit_ends(db_env, start, end)
+    assert all(cut in commits for cut in cuts), "a read starts inside a transaction"
+    assert all(cut < ddl for cut in cuts), "a read starts past the batch's DDL"
+    assert [row for r in reads for row in _rows(spec, r)] == whole
+    assert sum(r["_op"] == "update" for r in whole) > 100
+
+
+def test_a_catch_up_read_by_several_tasks_with_writes_racing_lands_each_change_once(
+    spark: Any,
+    db_env: dict[str, str],
+    database: str,
+    make_config: Callable[..., Any],
+    sql: Callable[..., Any],
+) -> None:
+    config = _snapshotted(spark, make_config, sql)
+    _backlog_around_a_ddl(db_env, database, sql)
+    with Racer(db_env, database, pause=0.05):  # writes race the catch-up's reads
+        jobs.stream(spark, config, available_now=True)
+    jobs.stream(spark, config, available_now=True)  # what the racer wrote meanwhile
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
