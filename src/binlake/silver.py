@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
@@ -73,11 +74,29 @@ MERGE_KEY_LIST_LIMIT = 1000
 #: bench burst: 15.4 s → 13.9 s). Below it, both are a few small jobs and commits that compete for
 #: the cores (a 4-change batch: 3.5 s → 3.8 s side by side), so the MERGE runs first.
 SIDE_BY_SIDE_CHANGES = 10_000
-#: The binlog source reads a micro-batch as one partition (its changes are one ordered read),
-#: so a table's changes would be typed, collapsed and appended to the changelog by one task
-#: while the other cores wait. A table with more changes than this in a batch is spread over
-#: tasks of at most this many first.
+#: A batch arrives in the partitions of its reads (`stream.read_tasks`), one for a small batch,
+#: and a read's changes are typed, collapsed and appended to the changelog by one task. Where
+#: one read holds more of a table's changes than this, the table's changes are spread over
+#: tasks of at most this many first; else the reads spread them already, and a shuffle of the
+#: images would only add to the batch (`Spread`).
 CHANGES_PER_TASK = 50_000
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A table's row changes in a batch and the most of them one of the batch's partitions
+    holds."""
+
+    changes: int
+    most_in_a_read: int
+
+    @property
+    def tasks(self) -> int | None:
+        """The tasks the table's changes are spread over before they are typed (None: as the
+        batch's partitions hold them)."""
+        if self.most_in_a_read <= CHANGES_PER_TASK:
+            return None
+        return math.ceil(self.changes / CHANGES_PER_TASK)
 
 
 def silver_table(config: Config, table: TableSchema) -> LakeTable:
@@ -464,7 +483,7 @@ class TableApply:
         columns: T.StructType,
         applied_before: tuple[str, str] | None = None,
         ends: ChangelogEnds | None = None,
-        changes: int | None = None,
+        spread: Spread | None = None,
     ) -> None:
         self.config = config
         self.table = lake_view(config.source, table)  # the images hold what lands
@@ -475,13 +494,12 @@ class TableApply:
         self.applied_before = applied_before
         self.member = member_of(config, table.qualified)
         self.ends = ends if ends is not None else ChangelogEnds()
-        #: The table's row changes in the batch, where known: from `CHANGES_PER_TASK` on they
-        #: are spread over several tasks.
-        self.changes = changes
+        #: The table's row changes in the batch and how its partitions hold them, where known.
+        self.spread = spread
 
     def __call__(self, changes: DataFrame) -> int:
-        if self.changes is not None and self.changes > CHANGES_PER_TASK:
-            changes = changes.repartition(math.ceil(self.changes / CHANGES_PER_TASK))
+        if self.spread is not None and self.spread.tasks is not None:
+            changes = changes.repartition(self.spread.tasks)
         # Typed once: the summary, the changelog and the MERGE each read it, and parsing the
         # JSON images is most of what reading it costs.
         typed = typed_changes(changes, self.columns, self.table)

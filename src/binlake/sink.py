@@ -39,6 +39,7 @@ from binlake.schema import TableSchema
 from binlake.schema_history import SchemaChange, SchemaHistory, StreamTables
 from binlake.silver import (
     ChangelogEnds,
+    Spread,
     TableApply,
     data_columns,
     ensure_silver,
@@ -96,7 +97,8 @@ class BatchSink:
         started = time.monotonic()
         batch = batch.persist()
         try:
-            counts, newest, ddl = _batch_summary(batch)
+            summary = batch_summary(batch)
+            counts, ddl = summary.counts, summary.ddl
             # Skipped: a table taken out of the job (`snapshot --reset`) after this batch was
             # planned. A table the batch creates joins by its CREATE.
             joined = self.joined.read()
@@ -106,7 +108,7 @@ class BatchSink:
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             logged = batch_end(self.files, self.checkpoint, batch_id)
-            steps = self._apply_tables(batch, names, ddl, counts, self._applied_before(logged))
+            steps = self._apply_tables(batch, names, summary, self._applied_before(logged))
         finally:
             batch.unpersist()
         end = None if logged is None else self.spec.on_source(logged)
@@ -114,7 +116,7 @@ class BatchSink:
             join_ready_tables(
                 batch.sparkSession, self.config, self.spec, self.tables, end, self.ends
             )
-        lag_bytes, lag_seconds = self._lag(end, newest)
+        lag_bytes, lag_seconds = self._lag(end, summary.newest)
         if end is not None and lag_bytes and time.monotonic() >= self._retention_due:
             # The stream's binlog reader is idle while its batch is applied: its server id is
             # free for the scan.
@@ -166,15 +168,14 @@ class BatchSink:
         self,
         batch: DataFrame,
         names: list[str],
-        ddl: list[SchemaChange],
-        counts: dict[str, int],
+        summary: BatchSummary,
         applied_before: tuple[str, str] | None,
     ) -> list[tuple[str, float]]:
         def one(name: str) -> tuple[str, float]:
-            own = [d for d in ddl if d.table == name]
+            own = [d for d in summary.ddl if d.table == name]
             _, seconds = timed(
                 apply_table_changes, batch.sparkSession, self.config, self.history, self.joined,
-                batch, name, own, applied_before, self.ends, counts.get(name),
+                batch, name, own, applied_before, self.ends, summary.spread(name),
             )  # fmt: skip
             return name, seconds
 
@@ -191,10 +192,10 @@ def apply_table_changes(
     ddl: list[SchemaChange],
     applied_before: tuple[str, str] | None = None,
     ends: ChangelogEnds | None = None,
-    changes: int | None = None,
+    spread: Spread | None = None,
 ) -> None:
     """One table's rows and DDL of `batch`, segment by segment in binlog order
-    (`applied_before`, `ends`, `changes`: the table's row changes in `batch`, see
+    (`applied_before`, `ends`, `spread`: the table's row changes in `batch`, see
     `TableApply`)."""
     rows = batch.where((F.col("_table") == name) & (F.col("_op") != DDL))
     bounds = [d.offset for d in ddl]
@@ -210,7 +211,7 @@ def apply_table_changes(
             if columns is None:
                 require_silver(spark, config, schema)
             else:
-                TableApply(config, schema, columns, applied_before, ends, changes)(segment)
+                TableApply(config, schema, columns, applied_before, ends, spread)(segment)
         if index < len(ddl) and not _apply_ddl(spark, config, history, joined, ddl[index]):
             return  # the table went back to its snapshot, which holds its later rows
 
@@ -262,14 +263,27 @@ def _apply_ddl(
     return True
 
 
-def _batch_summary(batch: DataFrame) -> tuple[dict[str, int], int | None, list[SchemaChange]]:
-    """Each table's count of row changes, the newest change's commit time and the DDL rows in
-    binlog order (each table's segments are cut at them), from one Spark job: a batch of a few
+@dataclass(frozen=True)
+class BatchSummary:
+    counts: dict[str, int]  # each table's row changes
+    #: The most of a table's row changes one of the batch's partitions (its reads) holds.
+    most_in_a_read: dict[str, int]
+    newest: int | None  # the newest change's commit time
+    ddl: list[SchemaChange]  # in binlog order: each table's segments are cut at them
+
+    def spread(self, table: str) -> Spread | None:
+        if table not in self.counts:
+            return None
+        return Spread(self.counts[table], self.most_in_a_read[table])
+
+
+def batch_summary(batch: DataFrame) -> BatchSummary:
+    """The batch's counts, newest commit time and DDL from one Spark job: a batch of a few
     changes costs a few small jobs in all, and each is a fixed cost of its latency."""
     ddl_fields = ["_table", "_file", "_pos", "_before", "_after", "_ts"]
     is_ddl = F.col("_op") == DDL
     summary = (
-        batch.groupBy("_table")
+        batch.groupBy("_table", F.spark_partition_id().alias("read"))
         .agg(
             F.count_if(~is_ddl).alias("n"),
             F.max("_ts").alias("ts"),
@@ -277,9 +291,15 @@ def _batch_summary(batch: DataFrame) -> tuple[dict[str, int], int | None, list[S
         )
         .collect()
     )
-    counts = {r["_table"]: r["n"] for r in summary if r["n"]}
+    counts: dict[str, int] = {}
+    most: dict[str, int] = {}
+    for r in summary:
+        if r["n"]:
+            counts[r["_table"]] = counts.get(r["_table"], 0) + r["n"]
+            most[r["_table"]] = max(most.get(r["_table"], 0), r["n"])
     newest = max((r["ts"] for r in summary), default=None)
-    return counts, newest, _in_binlog_order([d for r in summary for d in r["ddl"]])
+    ddl = _in_binlog_order([d for r in summary for d in r["ddl"]])
+    return BatchSummary(counts, most, newest, ddl)
 
 
 def _in_binlog_order(rows: list[Row]) -> list[SchemaChange]:
@@ -348,10 +368,10 @@ def join_ready_tables(
     def join(name: str) -> None:
         rows = snapshot_rows(chunks, name)
         ensure_silver(spark, config, tables[name], from_bronze=True, replace=True, bronze_rows=rows)
-        own = [d for d in caught_up.ddl if d.table == name]
+        own = [d for d in caught_up.summary.ddl if d.table == name]
         apply_table_changes(
             spark, config, history, registry, caught_up.frame, name, own, ends=ends,
-            changes=caught_up.counts.get(name, 0),
+            spread=caught_up.summary.spread(name),
         )  # fmt: skip
 
     try:
@@ -376,8 +396,7 @@ def _finished(chunks: list[ChunkState], table: str) -> bool:
 @dataclass(frozen=True)
 class _CaughtUp:
     frame: DataFrame
-    ddl: list[SchemaChange]
-    counts: dict[str, int]  # each table's row changes in `frame`
+    summary: BatchSummary  # of `frame`: its counts spread a large catch-up over tasks
 
 
 def _catch_up(
@@ -388,21 +407,21 @@ def _catch_up(
     until: BinlogOffset,
 ) -> _CaughtUp:
     """The joining tables' own changes, each in (its first high watermark, `until`] and past
-    the high-watermark filter, from one read of the binlog: a Spark task, like a micro-batch,
-    kept by Spark (spilled to disk if large) while the joins read it, never on the driver."""
+    the high-watermark filter, from one pass over the binlog: read by Spark tasks like a
+    micro-batch (several, if large: `StreamSpec.reads`), kept by Spark (spilled to disk if
+    large) while the joins read it, never on the driver."""
     history = SchemaHistory(spec.history_root, files)
     start = min(m.min_hw for m in marks.values())
     if start >= until:
         frame = local_frame(spark, [], CHANGE_SCHEMA)
-        return _CaughtUp(frame, [], {})
+        return _CaughtUp(frame, BatchSummary({}, {}, None, []))
     entries = {name: tuple(history.entries(name)) for name in marks}
     floors = {name: m.min_hw for name, m in marks.items()}
     partition = BinlogRange(start.file, start.pos, until.file, until.pos, entries, floors)
     bounded = replace(spec, name=f"{spec.name}_join", marks=marks)
     spark.dataSource.register(binlog_source(bounded, partition))
     frame = spark.read.format(bounded.name).load().persist()
-    counts, _, ddl = _batch_summary(frame)  # the counts spread a large catch-up over tasks
-    return _CaughtUp(frame, ddl, counts)
+    return _CaughtUp(frame, batch_summary(frame))
 
 
 #: Tables applied at once: each is a few small Spark jobs and Delta commits, mostly waiting on

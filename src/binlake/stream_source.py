@@ -176,15 +176,15 @@ class StreamSpec:
             floors[table] = max(floors.get(table, marks.min_hw), marks.min_hw)
         return BinlogRange(start.file, start.pos, end.file, end.pos, entries, floors)
 
-    def reads(self, start: BinlogOffset, end: BinlogOffset) -> list[BinlogRange]:
-        """The batch `(start, end]` as the reads Spark runs side by side: cut between
-        transactions into reads of at least `bytes_per_read` bytes (`binlog.read_splits`),
-        one per server id of `read_ids` at most, or read whole. The reads together yield the
-        changes the whole read would, with the same offsets: a change's offset is its own row
-        event's, wherever a read starts."""
-        whole = self.plan(start, end)
+    def reads(self, whole: BinlogRange) -> list[BinlogRange]:
+        """`whole` (a micro-batch, a joining table's catch-up) as the reads Spark runs side by
+        side: cut between transactions into reads of at least `bytes_per_read` bytes
+        (`binlog.read_splits`), one per server id of `read_ids` at most, or read whole. The
+        reads together yield the changes the whole read would, with the same offsets: a
+        change's offset is its own row event's, wherever a read starts."""
         if len(self.read_ids) < 2:
             return [whole]
+        start, end = whole.start, whole.end
         cuts = read_splits(
             self.source, self.server_id, start, end, len(self.read_ids), self.bytes_per_read
         )
@@ -299,7 +299,7 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.position = max(self.position, last)
         if last <= first:
             return []
-        return self.spec.reads(first, last)
+        return self.spec.reads(self.spec.plan(first, last))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BinlogRange)
@@ -464,15 +464,16 @@ def _ddl_before(change: SchemaChange) -> dict[str, Any]:
 
 
 class BinlogRangeReader(DataSourceReader):
-    """One bounded read of the binlog as a batch source (a joining table's catch-up): read in a
-    Spark task like a stream's micro-batch, never collected on the driver."""
+    """A bounded range of the binlog as a batch source (a joining table's catch-up): read in
+    Spark tasks like a stream's micro-batch (`StreamSpec.reads`), never collected on the
+    driver."""
 
-    def __init__(self, spec: StreamSpec, partition: BinlogRange) -> None:
+    def __init__(self, spec: StreamSpec, bounded: BinlogRange) -> None:
         self.spec = spec
-        self.partition = partition
+        self.bounded = bounded
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [self.partition]
+        return self.spec.reads(self.bounded)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BinlogRange)

@@ -236,7 +236,8 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
     def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
         settings = merge_source_settings(typed.sparkSession)
         partitions = typed.rdd.getNumPartitions()
-        merged.append(MergeSeen(self.table.qualified, self.changes, partitions, settings))
+        changes = self.spread.changes if self.spread else None
+        merged.append(MergeSeen(self.table.qualified, changes, partitions, settings))
         merge(self, typed, summary)
 
     monkeypatch.setattr(silver.TableApply, "_merge", observed)

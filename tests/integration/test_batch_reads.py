@@ -12,7 +12,9 @@ for silver after a racing catch-up.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,14 +22,23 @@ import pytest
 from binlake import jobs
 from binlake.change_record import DDL
 from binlake.offsets import BinlogOffset
+from binlake.silver import CHANGES_PER_TASK
+from binlake.sink import batch_summary
 from binlake.source import current_offset
 from binlake.stream import stream_spec
-from binlake.stream_source import BinlogRange, BinlogStreamReader, StreamSpec, read_range
+from binlake.stream_source import (
+    BinlogRange,
+    BinlogStreamReader,
+    StreamSpec,
+    binlog_source,
+    read_range,
+)
 
 from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    observed_merges,
     seed_items,
 )
 from .replay import commit_ends, connect
@@ -91,8 +102,21 @@ def test_a_batch_is_cut_between_transactions_into_reads_that_yield_what_one_read
     commits = commit_ends(db_env, start, end)
     assert all(cut in commits for cut in cuts), "a read starts inside a transaction"
     assert all(cut < ddl for cut in cuts), "a read starts past the batch's DDL"
-    assert [row for r in reads for row in _rows(spec, r)] == whole
+    in_reads = [_rows(spec, r) for r in reads]
+    assert [row for rows in in_reads for row in rows] == whole
     assert sum(r["_op"] == "update" for r in whole) > 100
+    # As Spark reads it (a stream's micro-batch, a joining table's catch-up), in those reads:
+    # the summary counts each read's changes, the most of which tell where a table's changes
+    # need spreading over tasks before they are typed.
+    bounded = replace(spec, name=f"{spec.name}_bounded")
+    spark.dataSource.register(binlog_source(bounded, spec.plan(start, end)))
+    batch = spark.read.format(bounded.name).load()
+    assert batch.rdd.getNumPartitions() == len(reads)
+    summary = batch_summary(batch)
+    per_read = [Counter(r["_table"] for r in rows if r["_op"] != DDL) for rows in in_reads]
+    assert summary.counts == dict(sum(per_read, Counter()))
+    assert summary.most_in_a_read == {t: max(c[t] for c in per_read) for t in summary.counts}
+    assert [d.offset for d in summary.ddl] == [ddl]
 
 
 def test_a_catch_up_read_by_several_tasks_with_writes_racing_lands_each_change_once(
@@ -109,3 +133,38 @@ def test_a_catch_up_read_by_several_tasks_with_writes_racing_lands_each_change_o
     jobs.stream(spark, config, available_now=True)  # what the racer wrote meanwhile
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_a_joining_tables_catch_up_is_read_by_several_tasks_with_writes_racing(
+    spark: Any,
+    db_env: dict[str, str],
+    database: str,
+    make_config: Callable[..., Any],
+    sql: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A table added to a running job catches up from its own high watermarks in one pass over
+    the binlog: cut like a micro-batch into reads side by side, each holding fewer changes
+    than `CHANGES_PER_TASK`, so its MERGE source is in as many partitions with no shuffle."""
+    seed_items(sql, 400, copy="later")
+    small_reads = {"bytes_per_read_task": READ_BYTES}
+    narrow = make_config(source={"tables": ["items"]}, stream=small_reads)
+    jobs.run(spark, narrow)
+    wider = make_config(source={"tables": ["items", "later"]}, stream=small_reads)
+    with Racer(db_env, database, "later", pause=0.002) as racer:
+        jobs.snapshot(spark, wider)  # its chunks' binlog windows race
+        backlog = racer.statements + 300  # then a backlog past its high watermarks
+        while racer.statements < backlog:
+            racer.stop.wait(0.05)
+    # The stream runs on past the backlog before the table joins: its catch-up holds it all.
+    jobs.stream(spark, narrow, available_now=True)
+    merges = observed_merges(monkeypatch)
+    with Racer(db_env, database, "later", pause=0.05):
+        jobs.stream(spark, wider, available_now=True)
+    jobs.stream(spark, wider, available_now=True)
+    caught_up = next(m for m in merges if m.table.endswith(".later"))
+    assert caught_up.changes is not None and 300 <= caught_up.changes < CHANGES_PER_TASK
+    assert caught_up.partitions > 1, "the catch-up was read by one task"
+    for table in ("later", "items"):
+        assert_silver_is_source(spark, sql, wider, table)
+    assert_changelog_holds_each_change_once(spark, wider, "later")
