@@ -135,7 +135,12 @@ def _target(
 
 
 def _sized(measured: Any, target: Any, what: str) -> str:
-    return "" if measured == target else f"measured on {what}; the target is set for {target:,}"
+    """A note where a figure was measured on other sizes than its target's (`target`: a count,
+    or a tuple of them)."""
+    if measured == target:
+        return ""
+    sizes = " × ".join(f"{t:,}" for t in target) if isinstance(target, tuple) else f"{target:,}"
+    return f"measured on {what}; the target is set for {sizes}"
 
 
 def _ratio(

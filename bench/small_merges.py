@@ -1,7 +1,9 @@
 """`small_merges.*` (`BENCH_ONLY=small_merges`): a stream's small batch of one table (one or two
-changed keys, new keys every batch) applied to silver with the MERGE's key list held as a set
-Spark passes by reference (`binlake.spark.KEY_SETS_BY_REFERENCE`, `now`) against written into
-the compiled code (`before`), alternated in one process on the same silver.
+changed keys, new keys every batch) applied to silver with compiled code (`before`, Spark's
+default) against interpreted queries (`now`, `binlake.spark.INTERPRETED_QUERIES`), alternated in
+one process on the same silver. Run at several `BENCH_ROWS`, it shows where interpreting stops
+paying: the silver's size in bytes and the sink's own choice for it (`sink.small_silvers`) are
+reported beside the times.
 
 `bench.customer` (`BENCH_ROWS`) is snapshotted and its silver created once (the stream's real
 layout: key-ordered files of 50k rows, deletion vectors, CDF). Each batch is binlake's own apply
@@ -11,12 +13,13 @@ none updated twice, so every batch names new key values as the stream's do. A wa
 kind, then `BENCH_SMALL_MERGE_ROUNDS` rounds of `BENCH_SMALL_MERGE_BATCHES` batches of both kinds,
 the order reversed every round, so the JVM's warm-up and the machine's drift hit both alike.
 Per kind: the median seconds per batch and classes Spark compiled per batch (its
-`CodegenMetrics`); `speedup` is before / now. Both run with the stream's
-other settings (`DETERMINISTIC_MERGE_SOURCES`).
+`CodegenMetrics`); `speedup` is before / now. Both run with the stream's other settings
+(`DETERMINISTIC_MERGE_SOURCES`, `KEY_SETS_BY_REFERENCE`).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from contextlib import nullcontext
 from typing import Any
@@ -31,8 +34,14 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
     from binlake.offsets import BinlogOffset, position_token
     from binlake.silver import ChangelogEnds, TableApply, data_columns, silver_table
+    from binlake.sink import small_silvers
     from binlake.source import connection
-    from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
+    from binlake.spark import (
+        DETERMINISTIC_MERGE_SOURCES,
+        INTERPRETED_QUERIES,
+        KEY_SETS_BY_REFERENCE,
+        session_settings,
+    )
     from binlake.validation import validate
 
     create_and_load(bench.password or "", bench.port, bench.rows)
@@ -81,9 +90,16 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
 
     runs: dict[str, list[dict[str, float]]] = {"before": [], "now": []}
     taken = 0
-    with session_settings(spark, DETERMINISTIC_MERGE_SOURCES):
+    silver_bytes = silver.size_in_bytes(spark)
+    lookups = []  # what the sink's choice costs a batch: Delta's size of the silver
+    for _ in range(5):
+        started = time.monotonic()
+        sink_interprets = small_silvers(spark, config, {table.qualified: table}, [table.qualified])
+        lookups.append(time.monotonic() - started)
+    stream_settings = {**DETERMINISTIC_MERGE_SOURCES, **KEY_SETS_BY_REFERENCE}
+    with session_settings(spark, stream_settings):
         for index, kind in enumerate(plan):
-            settings = session_settings(spark, KEY_SETS_BY_REFERENCE)
+            settings = session_settings(spark, INTERPRETED_QUERIES)
             with settings if kind == "now" else nullcontext():
                 done = []
                 for b in range(per_round):
@@ -101,6 +117,9 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     median = medians(runs, 3)
     return {
         "rows": bench.rows,
+        "silver_bytes": silver_bytes,
+        "sink_interprets": sink_interprets,
+        "sink_choice_s": round(statistics.median(lookups), 3),
         "rounds": rounds,
         "batches_per_round": per_round,
         "before": median["before"],
@@ -119,14 +138,16 @@ def small_merges_markdown(results: dict[str, Any]) -> str:
         f"# binlake benchmark {results['date']}: small MERGEs of new keys",
         "",
         f"Batches of one and two updated keys (new keys every batch) applied to a "
-        f"{figures['rows']:,}-row silver by `silver.TableApply`; median of "
-        f"{figures['rounds']} alternated rounds of {figures['batches_per_round']} batches per "
-        "kind, after a warm-up of each (bench/small_merges.py).",
+        f"{figures['rows']:,}-row silver ({figures['silver_bytes']:,} bytes; the sink "
+        f"interprets its batches: {figures['sink_interprets']}, a choice that took "
+        f"{figures['sink_choice_s']} s) by `silver.TableApply`; median "
+        f"of {figures['rounds']} alternated rounds of {figures['batches_per_round']} batches "
+        "per kind, after a warm-up of each (bench/small_merges.py).",
         "",
-        "| key list | s per batch | classes compiled per batch |",
+        "| queries | s per batch | classes compiled per batch |",
         "|---|---:|---:|",
     ]
-    labels = {"before": "written into the code (before)", "now": "a set by reference (now)"}
+    labels = {"before": "compiled (before)", "now": "interpreted (now)"}
     for kind in ("before", "now"):
         m = figures[kind]
         rows.append(f"| {labels[kind]} | {m['s']:.3f} | {m['compiled']:.0f} |")

@@ -19,16 +19,6 @@ from integration.servers import PrivateServer, private_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The suite's tables hold hundreds of rows, and almost every query it runs is a plan Spark has
-#: not seen before: compiling generated code for each costs more than interpreting its few rows
-#: (the silver-apply and soft-delete tests: 176 s and 198 s interpreted, 240 s and 235 s compiled,
-#: alternated). Results are the same either way (Spark's own suites run both paths). The CLI's
-#: child processes, the Spark Connect server and the bench keep Spark's default, compiled code.
-INTERPRETED = {
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-
 
 @pytest.fixture(scope="session")
 def db_env() -> dict[str, str]:
@@ -46,12 +36,18 @@ def db_env() -> dict[str, str]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The run's one local Spark session with Delta; it needs no database, so Spark-only tests
     run without MariaDB. Its catalog (`spark_catalog`, for `lake.catalog` tests) keeps managed
-    tables in a temporary warehouse, not in `./spark-warehouse`. Its queries run `INTERPRETED`."""
-    from binlake.spark import local_session
+    tables in a temporary warehouse, not in `./spark-warehouse`.
+
+    Its queries run interpreted (`spark.INTERPRETED_QUERIES`) throughout: the suite's tables hold
+    hundreds of rows, and almost every query it runs is a plan Spark has not seen before, whose
+    compile costs more than its few rows (the silver-apply and soft-delete tests: 176 s and 198 s
+    interpreted, 240 s and 235 s compiled, alternated). The CLI's child processes, the Spark
+    Connect server and the bench start compiled, as users' compute does."""
+    from binlake.spark import INTERPRETED_QUERIES, local_session
 
     warehouse = str(tmp_path_factory.mktemp("warehouse"))
     session = local_session("binlake-tests", cores=2, warehouse_dir=warehouse)
-    for name, value in INTERPRETED.items():
+    for name, value in INTERPRETED_QUERIES.items():
         session.conf.set(name, value)
     yield session
     session.stop()

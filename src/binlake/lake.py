@@ -121,6 +121,17 @@ class LakeTable(ABC):
         detail = spark.sql(f"DESCRIBE DETAIL {self.sql}").select("properties").first()
         return dict(detail[0] or {}) if detail else {}
 
+    def size_in_bytes(self, spark: SparkSession) -> int | None:
+        """The bytes of the table's current files (Delta's own count, from its log: no file is
+        listed or read); None if there is no such Delta table."""
+        try:
+            detail = spark.sql(f"DESCRIBE DETAIL {self.sql}").first()
+        except AnalysisException:
+            return None
+        if detail is None or detail["format"] != "delta" or detail["sizeInBytes"] is None:
+            return None
+        return int(detail["sizeInBytes"])
+
     def _existing(self, spark: SparkSession, open_: Callable[[SparkSession], _Opened]) -> _Opened:
         """`open_(spark)`, or a `LakeError` that names the table if it does not exist (Spark's
         own error names a path or an identifier without saying what it is for)."""

@@ -12,6 +12,7 @@ then the job's table list records it from that offset on, so each change is appl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -50,7 +51,7 @@ from binlake.silver import (
 from binlake.silver_schema import apply_schema_change
 from binlake.snapshot import PendingResets, send_back
 from binlake.source import binlog_sizes, connection, current_offset
-from binlake.spark import is_connect
+from binlake.spark import INTERPRETED_QUERIES, is_connect, session_settings
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_source
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,8 @@ class BatchSink:
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             logged = batch_end(self.files, self.checkpoint, batch_id)
-            steps = self._apply_tables(batch, names, summary, self._applied_before(logged))
+            with codegen_for(batch.sparkSession, self.config, self.tables, names):
+                steps = self._apply_tables(batch, names, summary, self._applied_before(logged))
         finally:
             batch.unpersist()
         end = None if logged is None else self.spec.on_source(logged)
@@ -427,6 +429,45 @@ def _catch_up(
 #: Tables applied at once: each is a few small Spark jobs and Delta commits, mostly waiting on
 #: the JVM's driver-side work, so more threads than cores keep the cores busy.
 APPLY_THREADS = 8
+
+
+#: A batch whose tables' silver tables hold at most this many bytes of files together is applied
+#: with interpreted queries (`spark.INTERPRETED_QUERIES`): a MERGE reads at most its silver, and
+#: compiling the code of a small batch's new plans costs more than running them on so few rows.
+#: Batches of one or two keys into the bench's silver, alternated (`BENCH_ONLY=small_merges`,
+#: 2026-12-04): 1,000 rows (49 KB), 3.08 s compiled, 2.76 s interpreted; 200,000 rows (6 MB),
+#: 2.89 s both ways. Below that break-even, with room: a table's rows differ in width.
+INTERPRETED_BYTES = 4 * 2**20
+
+
+def codegen_for(
+    spark: SparkSession, config: Config, tables: dict[str, TableSchema], names: list[str]
+) -> contextlib.AbstractContextManager[None]:
+    """The code generation a batch's tables `names` are applied with: interpreted queries where
+    their silver tables are small (`small_silvers`), else the session's own (compiled)."""
+    if small_silvers(spark, config, tables, names):
+        return session_settings(spark, INTERPRETED_QUERIES)
+    return contextlib.nullcontext()
+
+
+def small_silvers(
+    spark: SparkSession, config: Config, tables: dict[str, TableSchema], names: list[str]
+) -> bool:
+    """Whether each silver table of `names` exists and all together hold at most
+    `INTERPRETED_BYTES` (Delta's own size of each, read side by side). What interpreted code
+    costs grows with the rows a query reads, not with the batch's changes, so a batch into a
+    large silver keeps compiled code."""
+    groups = group_by_silver(config, names)
+    if not groups or any(group[0] not in tables for group in groups):
+        return False
+
+    def size(group: list[str]) -> int | None:
+        return silver_table(config, tables[group[0]]).size_in_bytes(spark)
+
+    with ThreadPoolExecutor(max_workers=min(len(groups), APPLY_THREADS)) as pool:
+        sizes = list(pool.map(size, groups))
+    known = [s for s in sizes if s is not None]
+    return len(known) == len(sizes) and sum(known) <= INTERPRETED_BYTES
 
 
 def side_by_side(step: Callable[[str], _T], names: list[str], config: Config) -> list[_T]:

@@ -22,7 +22,7 @@ from binlake import jobs, silver
 from binlake.events import event_table
 from binlake.lake import lake_table
 from binlake.sink import BatchSink
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
 
 from .replay import connect
 
@@ -217,15 +217,21 @@ def merge_source_settings(session: Any) -> dict[str, str | None]:
     return {key: session.conf.get(key, None) for key in DETERMINISTIC_MERGE_SOURCES}
 
 
+def codegen_settings(session: Any) -> dict[str, str | None]:
+    """The session's values of the settings that make its queries interpreted."""
+    return {key: session.conf.get(key, None) for key in INTERPRETED_QUERIES}
+
+
 @dataclass(frozen=True)
 class MergeSeen:
     """A silver MERGE as it ran: its table, the change count it was given, its source's
-    partitions and the session's MERGE-source settings at that moment."""
+    partitions and the session's MERGE-source and code-generation settings at that moment."""
 
     table: str
     changes: int | None
     partitions: int
     settings: dict[str, str | None]
+    codegen: dict[str, str | None]  # the session's values of `spark.INTERPRETED_QUERIES`' keys
 
 
 def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
@@ -234,10 +240,12 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
     merge = silver.TableApply._merge
 
     def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
-        settings = merge_source_settings(typed.sparkSession)
+        session = typed.sparkSession
+        settings = merge_source_settings(session)
+        codegen = codegen_settings(session)
         partitions = typed.rdd.getNumPartitions()
         changes = self.spread.changes if self.spread else None
-        merged.append(MergeSeen(self.table.qualified, changes, partitions, settings))
+        merged.append(MergeSeen(self.table.qualified, changes, partitions, settings, codegen))
         merge(self, typed, summary)
 
     monkeypatch.setattr(silver.TableApply, "_merge", observed)

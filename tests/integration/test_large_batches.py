@@ -1,8 +1,9 @@
-"""A large batch on both cores: a table's changes spread over several tasks
+"""How a batch is run. A large one on both cores: a table's changes spread over several tasks
 (`silver.CHANGES_PER_TASK`) and merged into silver from a source Delta does not copy first
 (`spark.DETERMINISTIC_MERGE_SOURCES`, in force while the stream runs). Delta copies a source it
 cannot prove deterministic because it reads it twice; binlake's batch must read the same both
-times, and its replay after a crash must change nothing."""
+times, and its replay after a crash must change nothing. One into small silver tables with
+interpreted queries (`sink.INTERPRETED_BYTES`)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs, silver
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES
+from binlake import jobs, silver, sink
+from binlake.silver import silver_table
+from binlake.source import connection
+from binlake.spark import DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
+from binlake.validation import validate
 
 from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
+    codegen_settings,
     merge_source_settings,
     observed_merges,
     seed_items,
@@ -50,5 +55,51 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     assert merges and all(m.settings == DETERMINISTIC_MERGE_SOURCES for m in merges)
     assert max(m.partitions for m in merges) > 1
     assert merge_source_settings(spark) == before
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_compiled(
+    spark: Any, db_env: dict[str, str], database: str, sql: Any, make_config: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """On a session with Spark's default (compiled) code, the batches into a silver of a few KB
+    MERGE with interpreted queries while a racer writes; with `sink.INTERPRETED_BYTES` below
+    that silver's size they MERGE compiled. The session's own settings are back after each
+    stream, and silver equals the source. (The suite's session is interpreted: set back to
+    Spark's default for this test.)"""
+    merges = observed_merges(monkeypatch)
+    seed_items(sql, 600)
+    config = make_config()
+    suite = codegen_settings(spark)
+    for key in suite:
+        spark.conf.unset(key)
+    try:
+        compiled = codegen_settings(spark)
+        assert compiled != INTERPRETED_QUERIES
+        jobs.snapshot(spark, config)
+        jobs.stream(spark, config, available_now=True)  # silver made, the table joined
+        qualified = f"{database}.items"
+        with connection(config.source) as conn:
+            tables = {t.qualified: t for t in validate(conn, config)}
+        size = silver_table(config, tables[qualified]).size_in_bytes(spark)
+        assert size is not None and 0 < size <= sink.INTERPRETED_BYTES
+        assert not sink.small_silvers(spark, config, tables, [qualified, f"{database}.gone"])
+        with Racer(db_env, database, pause=0.01) as racer:
+            while racer.statements < 50:
+                racer.stop.wait(0.05)
+            jobs.stream(spark, config, available_now=True)
+        small = list(merges)
+        assert codegen_settings(spark) == compiled
+        monkeypatch.setattr(sink, "INTERPRETED_BYTES", size - 1)
+        sql("UPDATE items SET qty = qty + 1 WHERE id <= 5")
+        jobs.stream(spark, config, available_now=True)
+        assert codegen_settings(spark) == compiled
+    finally:
+        for key, value in suite.items():
+            spark.conf.set(key, value)
+    assert small and all(m.codegen == INTERPRETED_QUERIES for m in small)
+    larger = merges[len(small) :]
+    assert larger and all(m.codegen == compiled for m in larger)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
