@@ -23,7 +23,7 @@ from .test_snapshot import assert_chunks_match_replay
 
 pytestmark = pytest.mark.integration
 
-TABLES, ROWS, STEP = 24, 40, 3  # ids 1, 4, ..., 118 per table; 4 chunks of 10 rows (and more
+TABLES, ROWS, STEP = 12, 40, 3  # ids 1, 4, ..., 118 per table; 4 chunks of 10 rows (and more
 # for keys the writers insert past either end)
 FAIL_AT_CALL = 12  # the first run's read-and-commit call that fails
 

@@ -1,14 +1,13 @@
 """Routes: the `items` shards of several databases (equal keys in every shard, schemas that
 differ) merged into one silver table with `_source_db` and `_source_table` leading its key, with
 writes racing in every shard: a shard's DDL, TRUNCATE and a shard created while the stream runs
-touch only that shard's rows, and a stream killed between two shards' MERGEs of one batch
+touch only that shard's rows, and a stream crashed between two shards' MERGEs of one batch
 replays it exactly."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from binlake import jobs
 from binlake.errors import ConfigError
 from binlake.lake import lake_table
 
+from .crash import crashed_at
 from .items import (
     ITEMS,
     Racer,
@@ -26,7 +26,6 @@ from .items import (
     seed_items,
 )
 from .test_databases import in_database  # noqa: F401 (a fixture)
-from .test_faults import run_killed_at, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +38,6 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
     database: str,
     in_database: Callable[[str], Runner],  # noqa: F811
     make_config: Callable[..., Any],
-    tmp_path: Path,
 ) -> None:
     shards = {suffix: in_database(suffix) for suffix in ("s1", "s2", "s3")}
     for sql in shards.values():
@@ -68,12 +66,9 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
         seed_items(shards["s4"], 40)
         racing.enter_context(Racer(db_env, f"{database}_s4"))
         jobs.stream(spark, config, available_now=True)
-        # Killed after the batch's first MERGE into the route's silver, before the next shard's.
-        run_killed_at(
-            write_config(config, tmp_path / "routes.yml"),
-            ("binlake.silver:TableApply._merge", "after", 1),
-            ["stream", "--available-now"],
-        )
+        # Crashed after the batch's first MERGE into the route's silver, before the next shard's.
+        with crashed_at("binlake.silver:TableApply._merge", "after", 1):
+            jobs.stream(spark, config, available_now=True)
     jobs.stream(spark, config, available_now=True)
 
     for suffix, sql in shards.items():

@@ -18,6 +18,7 @@ from binlake.lake_files import ArrowFiles, HadoopFiles
 from binlake.layout import tables_path
 from binlake.schema_history import StreamTables
 
+from .crash import crashed_at
 from .items import (
     ITEMS,
     assert_changelog_holds_each_change_once,
@@ -27,7 +28,7 @@ from .items import (
     source_columns,
     wait_for,
 )
-from .test_faults import run_killed, run_killed_at, write_config
+from .test_faults import KILL_POINTS, run_killed_at, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -186,19 +187,20 @@ def test_table_created_while_streaming_then_snapshotted_keeps_every_change(
     converges; a stream between the killed snapshot and its rerun does not wait for it."""
     seed_items(sql, 50)
     config = make_config()
-    config_file = write_config(config, tmp_path / "binlake.yml")
     jobs.snapshot(spark, config)
     _stream(spark, config)
     sql(ITEMS.replace("items", "fresh"))
     _insert_fresh(sql, 1, 400)
-    if killed == "stream_before_checkpoint_commit":
-        run_killed(config_file, killed)
+    if killed == "stream_before_checkpoint_commit":  # what the rerun meets: crashed in-process
+        with crashed_at(*KILL_POINTS[killed]):
+            _stream(spark, config)
     _stream(spark, config)
     _insert_fresh(sql, 401, 700)
     sql("UPDATE fresh SET qty = qty + 100 WHERE id % 3 = 0")
     sql("DELETE FROM fresh WHERE id % 7 = 0")
     with racer("fresh"):
         if killed == "snapshot_between_bronze_and_ledger":
+            config_file = write_config(config, tmp_path / "binlake.yml")
             run_killed_at(config_file, ("binlake.ledger:Ledger.mark_finished", "before", 1),
                           ["snapshot"])  # fmt: skip
             _stream(spark, config)
