@@ -13,8 +13,9 @@ BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
 (stream | many_tables | backlog | startup | merge_source | small_merges),
 BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_MERGE_SOURCE_BEFORE (reads: the batch's reads alone),
-BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_CODEGEN (compiled: the
-stream never interprets, as before `sink.INTERPRETED_BYTES`),
+BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_BEFORE
+(compiled | interpreted), BENCH_CODEGEN (compiled: the stream never applies the small-silver
+settings, as before `sink.SMALL_SILVER_BYTES`),
 BENCH_TAG (suffix of the result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 """
@@ -1256,10 +1257,11 @@ def catchup_floor(spark, config, tables, root: Path, start, end) -> tuple[float,
     (`sink.APPLY_THREADS`): seconds of one bare MERGE per touched table of its collapsed changes
     (`FloorMerge`) into a copy of its silver taken before the updates, then seconds of the bare
     appends of its changelog rows (`FloorAppend`) to a copy of its changelog taken then (or to a
-    new one): binlake writes both for every table a batch touches. Both run with the code
-    generation the sink chooses for these tables (`sink.codegen_for`: interpreted where their
-    silver tables are small), so a setting that lowers binlake's cost lowers its floor too."""
-    from binlake.sink import APPLY_THREADS, codegen_for
+    new one): binlake writes both for every table a batch touches. Both run with the settings
+    the sink chooses for these tables (`sink.settings_for`: interpreted queries and MERGEs that
+    rewrite files where their silver tables are small), so a setting that lowers binlake's cost
+    lowers its floor too."""
+    from binlake.sink import APPLY_THREADS, settings_for
 
     def each(step: Callable[[Any], Any], floors: list[Any]) -> float:
         started = time.monotonic()
@@ -1282,7 +1284,7 @@ def catchup_floor(spark, config, tables, root: Path, start, end) -> tuple[float,
         for table in tables
     ]  # fmt: skip
     schemas = {table.qualified: table for table in tables}
-    with codegen_for(spark, config, schemas, list(schemas)):
+    with settings_for(spark, config, schemas, list(schemas)):
         merge_s, append_s = each(FloorMerge.merge, merges), each(FloorAppend.append, appends)
     shutil.rmtree(root, ignore_errors=True)
     return merge_s, append_s
@@ -1450,7 +1452,7 @@ def main() -> int:
     if os.environ.get("BENCH_CODEGEN") == "compiled":
         from binlake import sink
 
-        sink.INTERPRETED_BYTES = -1  # no silver is that small: every batch compiles
+        sink.SMALL_SILVER_BYTES = -1  # no silver is that small: every batch compiles
     only = os.environ.get("BENCH_ONLY", "")
     alone = ("stream", "many_tables", "backlog", "startup", "merge_source", "small_merges")
     if only not in ("", *alone):

@@ -1,7 +1,9 @@
 """`small_merges.*` (`BENCH_ONLY=small_merges`): a stream's small batch of one table (one or two
-changed keys, new keys every batch) applied to silver with compiled code (`before`, Spark's
-default) against interpreted queries (`now`, `binlake.spark.INTERPRETED_QUERIES`), alternated in
-one process on the same silver. Run at several `BENCH_ROWS`, it shows where interpreting stops
+changed keys, new keys every batch) applied to silver with the session's settings (`before`:
+compiled, Spark's default; `BENCH_SMALL_MERGE_BEFORE=interpreted` for interpreted queries alone)
+against the settings the sink gives a batch into small silver tables (`now`: interpreted
+queries and MERGEs that rewrite the files they touch, `sink.settings_for`), alternated in one
+process on the same silver. Run at several `BENCH_ROWS`, it shows where those settings stop
 paying: the silver's size in bytes and the sink's own choice for it (`sink.small_silvers`) are
 reported beside the times.
 
@@ -19,9 +21,9 @@ Per kind: the median seconds per batch and classes Spark compiled per batch (its
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from contextlib import nullcontext
 from typing import Any
 
 from bench.run import Bench, alternated, create_silver, current_offset, env_int, medians, say
@@ -37,6 +39,7 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from binlake.sink import small_silvers
     from binlake.source import connection
     from binlake.spark import (
+        COPY_ON_WRITE_MERGES,
         DETERMINISTIC_MERGE_SOURCES,
         INTERPRETED_QUERIES,
         KEY_SETS_BY_REFERENCE,
@@ -96,11 +99,15 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         started = time.monotonic()
         sink_interprets = small_silvers(spark, config, {table.qualified: table}, [table.qualified])
         lookups.append(time.monotonic() - started)
+    before = os.environ.get("BENCH_SMALL_MERGE_BEFORE", "compiled")
+    kinds = {
+        "before": INTERPRETED_QUERIES if before == "interpreted" else {},
+        "now": {**INTERPRETED_QUERIES, **COPY_ON_WRITE_MERGES},
+    }
     stream_settings = {**DETERMINISTIC_MERGE_SOURCES, **KEY_SETS_BY_REFERENCE}
     with session_settings(spark, stream_settings):
         for index, kind in enumerate(plan):
-            settings = session_settings(spark, INTERPRETED_QUERIES)
-            with settings if kind == "now" else nullcontext():
+            with session_settings(spark, kinds[kind]):
                 done = []
                 for b in range(per_round):
                     number = index * per_round + b
@@ -117,6 +124,8 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     median = medians(runs, 3)
     return {
         "rows": bench.rows,
+        "before_settings": kinds["before"],
+        "now_settings": kinds["now"],
         "silver_bytes": silver_bytes,
         "sink_interprets": sink_interprets,
         "sink_choice_s": round(statistics.median(lookups), 3),
@@ -147,7 +156,11 @@ def small_merges_markdown(results: dict[str, Any]) -> str:
         "| queries | s per batch | classes compiled per batch |",
         "|---|---:|---:|",
     ]
-    labels = {"before": "compiled (before)", "now": "interpreted (now)"}
+    before = "interpreted" if figures["before_settings"] else "compiled"
+    labels = {
+        "before": f"{before} (before)",
+        "now": "interpreted, MERGEs rewriting files (now: the sink's small-silver settings)",
+    }
     for kind in ("before", "now"):
         m = figures[kind]
         rows.append(f"| {labels[kind]} | {m['s']:.3f} | {m['compiled']:.0f} |")

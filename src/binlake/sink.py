@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -51,7 +51,12 @@ from binlake.silver import (
 from binlake.silver_schema import apply_schema_change
 from binlake.snapshot import PendingResets, send_back
 from binlake.source import binlog_sizes, connection, current_offset
-from binlake.spark import INTERPRETED_QUERIES, is_connect, session_settings
+from binlake.spark import (
+    COPY_ON_WRITE_MERGES,
+    INTERPRETED_QUERIES,
+    is_connect,
+    session_settings,
+)
 from binlake.stream_source import BinlogRange, ChunkMarks, StreamSpec, binlog_source
 
 log = logging.getLogger(__name__)
@@ -82,6 +87,7 @@ class BatchSink:
         self.joined = StreamTables(spec.tables_path, files)
         self.failure: BinlakeError | None = None  # what stopped the query, for a clean message
         self.ends = ChangelogEnds()  # this run's appends, the joins' included
+        self.sizes = SilverSizes()  # for the choice of settings, see `settings_for`
         self._query_id: str | None = None
         self._retention_due = time.monotonic() + RETENTION_CHECK_S  # the start checked already
 
@@ -109,8 +115,12 @@ class BatchSink:
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             logged = batch_end(self.files, self.checkpoint, batch_id)
-            with codegen_for(batch.sparkSession, self.config, self.tables, names):
+            with settings_for(batch.sparkSession, self.config, self.tables, names, self.sizes):
                 steps = self._apply_tables(batch, names, summary, self._applied_before(logged))
+            for name in names:
+                if name in self.tables:
+                    own_ddl = any(d.table == name for d in ddl)
+                    self.sizes.applied(self.config, self.tables[name], counts.get(name, 0), own_ddl)
         finally:
             batch.unpersist()
         end = None if logged is None else self.spec.on_source(logged)
@@ -432,42 +442,97 @@ APPLY_THREADS = 8
 
 
 #: A batch whose tables' silver tables hold at most this many bytes of files together is applied
-#: with interpreted queries (`spark.INTERPRETED_QUERIES`): a MERGE reads at most its silver, and
-#: compiling the code of a small batch's new plans costs more than running them on so few rows.
-#: Batches of one or two keys into the bench's silver, alternated (`BENCH_ONLY=small_merges`,
-#: 2026-12-04): 1,000 rows (49 KB), 3.08 s compiled, 2.76 s interpreted; 200,000 rows (6 MB),
-#: 2.89 s both ways. Below that break-even, with room: a table's rows differ in width.
-INTERPRETED_BYTES = 4 * 2**20
+#: with interpreted queries (`spark.INTERPRETED_QUERIES`) and MERGEs that rewrite the files they
+#: touch (`spark.COPY_ON_WRITE_MERGES`): a MERGE reads and rewrites at most its silver, and
+#: compiling the code of a small batch's new plans, or writing deletion vectors, costs more than
+#: the work on so few rows. Batches of one or two keys into the bench's silver, alternated
+#: (`BENCH_ONLY=small_merges`, 2026-12-04): 1,000 rows (49 KB), 3.08 s compiled, 2.76 s
+#: interpreted; then 2.14 s interpreted, 1.59 s with rewrites too. 200,000 rows (6 MB): 2.89 s
+#: compiled or interpreted, the break-even of interpreting alone; 2.69 s compiled, 2.44 s with
+#: both. Below that, with room: a table's rows differ in width.
+SMALL_SILVER_BYTES = 4 * 2**20
 
 
-def codegen_for(
-    spark: SparkSession, config: Config, tables: dict[str, TableSchema], names: list[str]
-) -> contextlib.AbstractContextManager[None]:
-    """The code generation a batch's tables `names` are applied with: interpreted queries where
-    their silver tables are small (`small_silvers`), else the session's own (compiled)."""
-    if small_silvers(spark, config, tables, names):
-        return session_settings(spark, INTERPRETED_QUERIES)
-    return contextlib.nullcontext()
+#: How long a silver table's size read from Delta is taken as known (`SilverSizes`)...
+SIZE_KNOWN_S = 300.0
+#: ...and how many of its changes may be applied after the read before it is read again.
+SIZE_KNOWN_CHANGES = 1000
+
+
+class SilverSizes:
+    """Each silver table's bytes as Delta last reported them (`LakeTable.size_in_bytes`), kept
+    for one run of the stream: read again once `SIZE_KNOWN_S` have passed or more than
+    `SIZE_KNOWN_CHANGES` of its changes (or a DDL) were applied since, so a table that grows
+    past `SMALL_SILVER_BYTES` is seen within a few batches. Only the choice of settings
+    reads them, which a stale size makes slower, never wrong; a stream of small batches is
+    spared the read on each (about 0.05 s)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[int | None, float, int]] = {}  # table: size, read at, changes
+
+    def of(self, spark: SparkSession, config: Config, table: TableSchema) -> int | None:
+        """The bytes of `table`'s silver; None if it has none yet."""
+        silver = silver_table(config, table)
+        size, read_at, changes = self._known.get(silver.sql, (None, 0.0, 0))
+        stale = changes > SIZE_KNOWN_CHANGES or time.monotonic() - read_at > SIZE_KNOWN_S
+        if size is None or stale:
+            size = silver.size_in_bytes(spark)
+            self._known[silver.sql] = (size, time.monotonic(), 0)
+        return size
+
+    def applied(self, config: Config, table: TableSchema, changes: int, ddl: bool) -> None:
+        """`changes` of `table` were applied to its silver (and a DDL, if `ddl`)."""
+        key = silver_table(config, table).sql
+        if key in self._known:
+            size, read_at, before = self._known[key]
+            if ddl:
+                del self._known[key]
+            else:
+                self._known[key] = (size, read_at, before + changes)
+
+
+@contextlib.contextmanager
+def settings_for(
+    spark: SparkSession,
+    config: Config,
+    tables: dict[str, TableSchema],
+    names: list[str],
+    sizes: SilverSizes | None = None,
+) -> Iterator[None]:
+    """The settings a batch's tables `names` are applied with: where their silver tables are
+    small (`small_silvers`), interpreted queries and MERGEs that rewrite the files they touch,
+    each group kept or refused whole by the compute (`session_settings`); else the session's
+    own."""
+    with contextlib.ExitStack() as settings:
+        if small_silvers(spark, config, tables, names, sizes):
+            settings.enter_context(session_settings(spark, INTERPRETED_QUERIES))
+            settings.enter_context(session_settings(spark, COPY_ON_WRITE_MERGES))
+        yield
 
 
 def small_silvers(
-    spark: SparkSession, config: Config, tables: dict[str, TableSchema], names: list[str]
+    spark: SparkSession,
+    config: Config,
+    tables: dict[str, TableSchema],
+    names: list[str],
+    sizes: SilverSizes | None = None,
 ) -> bool:
     """Whether each silver table of `names` exists and all together hold at most
-    `INTERPRETED_BYTES` (Delta's own size of each, read side by side). What interpreted code
-    costs grows with the rows a query reads, not with the batch's changes, so a batch into a
-    large silver keeps compiled code."""
+    `SMALL_SILVER_BYTES` (Delta's own size of each, read side by side, or known to `sizes`).
+    What interpreted code costs grows with the rows a query reads, not with the batch's
+    changes, so a batch into a large silver keeps compiled code."""
     groups = group_by_silver(config, names)
     if not groups or any(group[0] not in tables for group in groups):
         return False
+    known_sizes = sizes if sizes is not None else SilverSizes()
 
     def size(group: list[str]) -> int | None:
-        return silver_table(config, tables[group[0]]).size_in_bytes(spark)
+        return known_sizes.of(spark, config, tables[group[0]])
 
     with ThreadPoolExecutor(max_workers=min(len(groups), APPLY_THREADS)) as pool:
-        sizes = list(pool.map(size, groups))
-    known = [s for s in sizes if s is not None]
-    return len(known) == len(sizes) and sum(known) <= INTERPRETED_BYTES
+        found = list(pool.map(size, groups))
+    known = [s for s in found if s is not None]
+    return len(known) == len(found) and sum(known) <= SMALL_SILVER_BYTES
 
 
 def side_by_side(step: Callable[[str], _T], names: list[str], config: Config) -> list[_T]:

@@ -22,7 +22,7 @@ from binlake import jobs, silver
 from binlake.events import event_table
 from binlake.lake import lake_table
 from binlake.sink import BatchSink
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
+from binlake.spark import COPY_ON_WRITE_MERGES, DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
 
 from .replay import connect
 
@@ -222,16 +222,22 @@ def codegen_settings(session: Any) -> dict[str, str | None]:
     return {key: session.conf.get(key, None) for key in INTERPRETED_QUERIES}
 
 
+def rewrite_settings(session: Any) -> dict[str, str | None]:
+    """The session's values of the settings that make a MERGE rewrite the files it touches."""
+    return {key: session.conf.get(key, None) for key in COPY_ON_WRITE_MERGES}
+
+
 @dataclass(frozen=True)
 class MergeSeen:
     """A silver MERGE as it ran: its table, the change count it was given, its source's
-    partitions and the session's MERGE-source and code-generation settings at that moment."""
+    partitions and the session's MERGE-source, code-generation and rewrite settings then."""
 
     table: str
     changes: int | None
     partitions: int
     settings: dict[str, str | None]
     codegen: dict[str, str | None]  # the session's values of `spark.INTERPRETED_QUERIES`' keys
+    rewrites: dict[str, str | None]  # the session's values of `spark.COPY_ON_WRITE_MERGES`' keys
 
 
 def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
@@ -245,7 +251,9 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
         codegen = codegen_settings(session)
         partitions = typed.rdd.getNumPartitions()
         changes = self.spread.changes if self.spread else None
-        merged.append(MergeSeen(self.table.qualified, changes, partitions, settings, codegen))
+        rewrites = rewrite_settings(session)
+        seen = MergeSeen(self.table.qualified, changes, partitions, settings, codegen, rewrites)
+        merged.append(seen)
         merge(self, typed, summary)
 
     monkeypatch.setattr(silver.TableApply, "_merge", observed)

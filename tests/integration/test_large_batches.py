@@ -3,7 +3,8 @@
 (`spark.DETERMINISTIC_MERGE_SOURCES`, in force while the stream runs). Delta copies a source it
 cannot prove deterministic because it reads it twice; binlake's batch must read the same both
 times, and its replay after a crash must change nothing. One into small silver tables with
-interpreted queries (`sink.INTERPRETED_BYTES`)."""
+interpreted queries and MERGEs that rewrite files instead of writing deletion vectors
+(`sink.SMALL_SILVER_BYTES`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from binlake import jobs, silver, sink
 from binlake.silver import silver_table
 from binlake.source import connection
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
+from binlake.spark import COPY_ON_WRITE_MERGES, DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
 from binlake.validation import validate
 
 from .items import (
@@ -25,6 +26,7 @@ from .items import (
     codegen_settings,
     merge_source_settings,
     observed_merges,
+    rewrite_settings,
     seed_items,
     stream_losing_its_commit,
 )
@@ -64,9 +66,10 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """On a session with Spark's default (compiled) code, the batches into a silver of a few KB
-    MERGE with interpreted queries while a racer writes; with `sink.INTERPRETED_BYTES` below
-    that silver's size they MERGE compiled. The session's own settings are back after each
-    stream, and silver equals the source. (The suite's session is interpreted: set back to
+    MERGE with interpreted queries while a racer writes, rewriting the files they touch (no
+    deletion vector in their commits); with `sink.SMALL_SILVER_BYTES` below that silver's size
+    they MERGE compiled, writing deletion vectors. The session's own settings are back after
+    each stream, and silver equals the source. (The suite's session is interpreted: set back to
     Spark's default for this test.)"""
     merges = observed_merges(monkeypatch)
     seed_items(sql, 600)
@@ -74,6 +77,8 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
     suite = codegen_settings(spark)
     for key in suite:
         spark.conf.unset(key)
+    own_rewrites = rewrite_settings(spark)
+    assert own_rewrites != COPY_ON_WRITE_MERGES
     try:
         compiled = codegen_settings(spark)
         assert compiled != INTERPRETED_QUERIES
@@ -82,24 +87,42 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
         qualified = f"{database}.items"
         with connection(config.source) as conn:
             tables = {t.qualified: t for t in validate(conn, config)}
-        size = silver_table(config, tables[qualified]).size_in_bytes(spark)
-        assert size is not None and 0 < size <= sink.INTERPRETED_BYTES
+        silver = silver_table(config, tables[qualified])
+        size = silver.size_in_bytes(spark)
+        assert size is not None and 0 < size <= sink.SMALL_SILVER_BYTES
         assert not sink.small_silvers(spark, config, tables, [qualified, f"{database}.gone"])
+        created = _merge_metrics(spark, silver.sql)
         with Racer(db_env, database, pause=0.01) as racer:
             while racer.statements < 50:
                 racer.stop.wait(0.05)
             jobs.stream(spark, config, available_now=True)
         small = list(merges)
+        small_commits = _merge_metrics(spark, silver.sql)[len(created) :]
         assert codegen_settings(spark) == compiled
-        monkeypatch.setattr(sink, "INTERPRETED_BYTES", size - 1)
+        assert rewrite_settings(spark) == own_rewrites
+        monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", size - 1)
         sql("UPDATE items SET qty = qty + 1 WHERE id <= 5")
         jobs.stream(spark, config, available_now=True)
+        larger_commits = _merge_metrics(spark, silver.sql)[len(created) + len(small_commits) :]
         assert codegen_settings(spark) == compiled
+        assert rewrite_settings(spark) == own_rewrites
     finally:
         for key, value in suite.items():
             spark.conf.set(key, value)
     assert small and all(m.codegen == INTERPRETED_QUERIES for m in small)
+    assert all(m.rewrites == COPY_ON_WRITE_MERGES for m in small)
     larger = merges[len(small) :]
-    assert larger and all(m.codegen == compiled for m in larger)
+    assert larger and all(m.codegen == compiled and m.rewrites == own_rewrites for m in larger)
+    # What Delta did: the small batches' MERGEs rewrote files, the larger one wrote a vector.
+    assert small_commits
+    assert all(int(m["numTargetDeletionVectorsAdded"]) == 0 for m in small_commits)
+    assert any(int(m["numTargetFilesRemoved"]) > 0 for m in small_commits)
+    assert [int(m["numTargetDeletionVectorsAdded"]) > 0 for m in larger_commits] == [True]
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def _merge_metrics(spark: Any, table: str) -> list[dict[str, str]]:
+    """The operation metrics of the MERGE commits of `table` (SQL text), oldest first."""
+    history = spark.sql(f"DESCRIBE HISTORY {table}").where("operation = 'MERGE'")
+    return [dict(r["operationMetrics"]) for r in history.orderBy("version").collect()]

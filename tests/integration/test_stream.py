@@ -478,9 +478,11 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     """Silver starts in key order, one narrow key range per file; a batch of a few keys MERGEs
     with their key list, so it marks rows in their files only (deletion vectors, no file
     rewritten) and the layout survives. A batch over the list limit MERGEs by key range."""
-    from binlake import silver
+    from binlake import silver, sink
 
     monkeypatch.setattr(silver, "SILVER_FILE_ROWS", 100)
+    # As into a large silver: this one is small enough for rewrites (`sink.SMALL_SILVER_BYTES`).
+    monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", -1)
     sql(DDL["items"])
     rng = random.Random(11)
     with_cursor(sql, lambda cur: seed_items(cur, rng, 1200))
