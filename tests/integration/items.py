@@ -212,19 +212,10 @@ def stream_losing_its_commit(spark: Any, config: Any, monkeypatch: pytest.Monkey
             jobs.stream(spark, config, available_now=True)
 
 
-def merge_source_settings(session: Any) -> dict[str, str | None]:
-    """The session's values of the settings binlake's stream gives silver's MERGE source."""
-    return {key: session.conf.get(key, None) for key in DETERMINISTIC_MERGE_SOURCES}
-
-
-def codegen_settings(session: Any) -> dict[str, str | None]:
-    """The session's values of the settings that make its queries interpreted."""
-    return {key: session.conf.get(key, None) for key in INTERPRETED_QUERIES}
-
-
-def rewrite_settings(session: Any) -> dict[str, str | None]:
-    """The session's values of the settings that make a MERGE rewrite the files it touches."""
-    return {key: session.conf.get(key, None) for key in COPY_ON_WRITE_MERGES}
+def session_values(session: Any, settings: dict[str, str]) -> dict[str, str | None]:
+    """The session's values of the keys of `settings` (None: unset), e.g. of
+    `spark.INTERPRETED_QUERIES` to see whether its queries run interpreted now."""
+    return {key: session.conf.get(key, None) for key in settings}
 
 
 @dataclass(frozen=True)
@@ -247,11 +238,11 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
 
     def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
         session = typed.sparkSession
-        settings = merge_source_settings(session)
-        codegen = codegen_settings(session)
+        settings = session_values(session, DETERMINISTIC_MERGE_SOURCES)
+        codegen = session_values(session, INTERPRETED_QUERIES)
         partitions = typed.rdd.getNumPartitions()
         changes = self.spread.changes if self.spread else None
-        rewrites = rewrite_settings(session)
+        rewrites = session_values(session, COPY_ON_WRITE_MERGES)
         seen = MergeSeen(self.table.qualified, changes, partitions, settings, codegen, rewrites)
         merged.append(seen)
         merge(self, typed, summary)

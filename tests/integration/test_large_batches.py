@@ -23,11 +23,9 @@ from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
-    codegen_settings,
-    merge_source_settings,
     observed_merges,
-    rewrite_settings,
     seed_items,
+    session_values,
     stream_losing_its_commit,
 )
 
@@ -47,7 +45,7 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     merges = observed_merges(monkeypatch)
     seed_items(sql, 600)
     config = make_config(stream={"trigger_interval": "1s"})
-    before = merge_source_settings(spark)
+    before = session_values(spark, DETERMINISTIC_MERGE_SOURCES)
     jobs.snapshot(spark, config)
     with Racer(db_env, database, pause=0.002) as racer:
         time.sleep(2)
@@ -56,7 +54,7 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     jobs.stream(spark, config, available_now=True)  # the replay, and the racer's last changes
     assert merges and all(m.settings == DETERMINISTIC_MERGE_SOURCES for m in merges)
     assert max(m.partitions for m in merges) > 1
-    assert merge_source_settings(spark) == before
+    assert session_values(spark, DETERMINISTIC_MERGE_SOURCES) == before
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
 
@@ -74,13 +72,13 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
     merges = observed_merges(monkeypatch)
     seed_items(sql, 600)
     config = make_config()
-    suite = codegen_settings(spark)
+    suite = session_values(spark, INTERPRETED_QUERIES)
     for key in suite:
         spark.conf.unset(key)
-    own_rewrites = rewrite_settings(spark)
+    own_rewrites = session_values(spark, COPY_ON_WRITE_MERGES)
     assert own_rewrites != COPY_ON_WRITE_MERGES
     try:
-        compiled = codegen_settings(spark)
+        compiled = session_values(spark, INTERPRETED_QUERIES)
         assert compiled != INTERPRETED_QUERIES
         jobs.snapshot(spark, config)
         jobs.stream(spark, config, available_now=True)  # silver made, the table joined
@@ -98,14 +96,14 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
             jobs.stream(spark, config, available_now=True)
         small = list(merges)
         small_commits = _merge_metrics(spark, silver.sql)[len(created) :]
-        assert codegen_settings(spark) == compiled
-        assert rewrite_settings(spark) == own_rewrites
+        assert session_values(spark, INTERPRETED_QUERIES) == compiled
+        assert session_values(spark, COPY_ON_WRITE_MERGES) == own_rewrites
         monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", size - 1)
         sql("UPDATE items SET qty = qty + 1 WHERE id <= 5")
         jobs.stream(spark, config, available_now=True)
         larger_commits = _merge_metrics(spark, silver.sql)[len(created) + len(small_commits) :]
-        assert codegen_settings(spark) == compiled
-        assert rewrite_settings(spark) == own_rewrites
+        assert session_values(spark, INTERPRETED_QUERIES) == compiled
+        assert session_values(spark, COPY_ON_WRITE_MERGES) == own_rewrites
     finally:
         for key, value in suite.items():
             spark.conf.set(key, value)
