@@ -50,7 +50,7 @@ STREAM_PHASES = {
     "schema_history_entries": "binlake.schema_history:SchemaHistory.entries",
     "batch": "binlake.sink:BatchSink._apply",
     "batch.summary": "binlake.sink:batch_summary",
-    "batch.codegen_choice": "binlake.sink:small_silvers",
+    "batch.settings_choice": "binlake.sink:silver_sizes",
     "batch.lag": "binlake.sink:BatchSink._lag",
     "batch.join_ready_tables": "binlake.sink:join_ready_tables",
     "batch.table": "binlake.sink:apply_table_changes",

@@ -14,8 +14,9 @@ BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_
 (stream | many_tables | backlog | startup | merge_source | small_merges),
 BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_MERGE_SOURCE_BEFORE (reads: the batch's reads alone),
 BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_BEFORE
-(compiled | interpreted), BENCH_CODEGEN (compiled: the stream never applies the small-silver
-settings, as before `sink.SMALL_SILVER_BYTES`),
+(compiled | interpreted), BENCH_SMALL_MERGE_KEYS (1,2: keys per batch, in turn), BENCH_CODEGEN
+(compiled: the stream never interprets nor rewrites, as before `sink.SMALL_SILVER_BYTES` and
+`sink.REWRITE_BYTES`), BENCH_REWRITE_BYTES (the sink's `REWRITE_BYTES` for the run),
 BENCH_TAG (suffix of the result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 """
@@ -645,7 +646,7 @@ class FloorMerge:
 
         columns = data_columns(spark, silver_table(config, table), config, table.qualified)
         assert columns is not None
-        self.spark, self.target_path = spark, target_path
+        self.spark, self.target_path, self.table = spark, target_path, table.qualified
         self.names = columns.fieldNames()
         self.key = [column_name(k) for k in table.key]
         offset = F.col(OFFSET_COLUMN)
@@ -831,12 +832,14 @@ def _await_stream_at(spark, head, failure: list[BaseException], timeout_s: float
 def point_merge_floor(bench: Bench, spark, config, table, version0: int, samples: int = 7):
     """Seconds of a bare MERGE of one marker's change (`FloorMerge`, read back from binlake's
     changelog) into a copy of silver restored to its version before the latency run: the floor
-    of a one-change batch's MERGE, in the same session."""
+    of a one-change batch's MERGE, in the same session, with the settings the sink chooses for
+    such a batch (`sink.settings_for`)."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from binlake.offsets import BinlogOffset
     from binlake.silver import changelog_table
+    from binlake.sink import settings_for
 
     marks = (
         changelog_table(config, table).read(spark)
@@ -848,12 +851,13 @@ def point_merge_floor(bench: Bench, spark, config, table, version0: int, samples
     shutil.copytree(_silver_path(config, table), target)
     DeltaTable.forPath(spark, target).restoreToVersion(version0)
     seconds = []
-    for i, mark in enumerate(marks):
-        at = BinlogOffset(mark["_file"], mark["_pos"])
-        floor = FloorMerge(spark, config, table, target, str(root / f"changes{i}"), at, at)
-        started = time.monotonic()
-        floor.merge()
-        seconds.append(time.monotonic() - started)
+    with settings_for(spark, config, {table.qualified: table}, {table.qualified: 1}):
+        for i, mark in enumerate(marks):
+            at = BinlogOffset(mark["_file"], mark["_pos"])
+            floor = FloorMerge(spark, config, table, target, str(root / f"changes{i}"), at, at)
+            started = time.monotonic()
+            floor.merge()
+            seconds.append(time.monotonic() - started)
     shutil.rmtree(root, ignore_errors=True)
     return {
         "median_s": round(statistics.median(seconds), 2) if seconds else None,
@@ -1258,9 +1262,9 @@ def catchup_floor(spark, config, tables, root: Path, start, end) -> tuple[float,
     (`FloorMerge`) into a copy of its silver taken before the updates, then seconds of the bare
     appends of its changelog rows (`FloorAppend`) to a copy of its changelog taken then (or to a
     new one): binlake writes both for every table a batch touches. Both run with the settings
-    the sink chooses for these tables (`sink.settings_for`: interpreted queries and MERGEs that
-    rewrite files where their silver tables are small), so a setting that lowers binlake's cost
-    lowers its floor too."""
+    the sink chooses for these tables and changes (`sink.settings_for`: interpreted queries
+    where their silver tables are small, MERGEs that rewrite files where the changes are few),
+    so a setting that lowers binlake's cost lowers its floor too."""
     from binlake.sink import APPLY_THREADS, settings_for
 
     def each(step: Callable[[Any], Any], floors: list[Any]) -> float:
@@ -1284,7 +1288,8 @@ def catchup_floor(spark, config, tables, root: Path, start, end) -> tuple[float,
         for table in tables
     ]  # fmt: skip
     schemas = {table.qualified: table for table in tables}
-    with settings_for(spark, config, schemas, list(schemas)):
+    changes = {merge.table: merge.changelog_rows for merge in merges}
+    with settings_for(spark, config, schemas, changes):
         merge_s, append_s = each(FloorMerge.merge, merges), each(FloorAppend.append, appends)
     shutil.rmtree(root, ignore_errors=True)
     return merge_s, append_s
@@ -1452,7 +1457,12 @@ def main() -> int:
     if os.environ.get("BENCH_CODEGEN") == "compiled":
         from binlake import sink
 
-        sink.SMALL_SILVER_BYTES = -1  # no silver is that small: every batch compiles
+        sink.SMALL_SILVER_BYTES = -1  # no silver is that small: every batch compiles...
+        sink.REWRITE_BYTES = -1  # ...and writes deletion vectors
+    if os.environ.get("BENCH_REWRITE_BYTES"):
+        from binlake import sink
+
+        sink.REWRITE_BYTES = env_int("BENCH_REWRITE_BYTES", sink.REWRITE_BYTES)
     only = os.environ.get("BENCH_ONLY", "")
     alone = ("stream", "many_tables", "backlog", "startup", "merge_source", "small_merges")
     if only not in ("", *alone):

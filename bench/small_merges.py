@@ -1,28 +1,30 @@
-"""`small_merges.*` (`BENCH_ONLY=small_merges`): a stream's small batch of one table (one or two
+"""`small_merges.*` (`BENCH_ONLY=small_merges`): a stream's small batch of one table (a few
 changed keys, new keys every batch) applied to silver with the session's settings (`before`:
-compiled, Spark's default; `BENCH_SMALL_MERGE_BEFORE=interpreted` for interpreted queries alone)
-against the settings the sink gives a batch into small silver tables (`now`: interpreted
-queries and MERGEs that rewrite the files they touch, `sink.settings_for`), alternated in one
-process on the same silver. Run at several `BENCH_ROWS`, it shows where those settings stop
-paying: the silver's size in bytes and the sink's own choice for it (`sink.small_silvers`) are
-reported beside the times.
+compiled code and deletion vectors, Spark's and Delta's defaults;
+`BENCH_SMALL_MERGE_BEFORE=interpreted` for interpreted queries) against the settings the sink
+chooses for that batch (`now`, `sink.settings_for`: interpreted queries where the silver is
+small, MERGEs that rewrite the files they touch where the batch's changes rewrite few bytes),
+alternated in one process on the same silver. Run at several `BENCH_ROWS` and
+`BENCH_SMALL_MERGE_KEYS`, it shows where those settings stop paying: the silver's size in bytes
+and files and the sink's choice for each batch size are reported beside the times
+(`BENCH_REWRITE_BYTES` moves the sink's `REWRITE_BYTES` for the run).
 
 `bench.customer` (`BENCH_ROWS`) is snapshotted and its silver created once (the stream's real
 layout: key-ordered files of 50k rows, deletion vectors, CDF). Each batch is binlake's own apply
 (`silver.TableApply`: summary, MERGE, changelog append) of update records as the stream's source
 emits them, each newer than anything silver holds; the updated keys are spread over the table,
-none updated twice, so every batch names new key values as the stream's do. A warm-up of each
-kind, then `BENCH_SMALL_MERGE_ROUNDS` rounds of `BENCH_SMALL_MERGE_BATCHES` batches of both kinds,
-the order reversed every round, so the JVM's warm-up and the machine's drift hit both alike.
-Per kind: the median seconds per batch and classes Spark compiled per batch (its
-`CodegenMetrics`); `speedup` is before / now. Both run with the stream's other settings
-(`DETERMINISTIC_MERGE_SOURCES`, `KEY_SETS_BY_REFERENCE`).
+none updated twice, so every batch names new key values as the stream's do. Batches change
+`BENCH_SMALL_MERGE_KEYS` keys in turn ("1,2": one, then two). A warm-up of each kind, then
+`BENCH_SMALL_MERGE_ROUNDS` rounds of `BENCH_SMALL_MERGE_BATCHES` batches of both kinds, the order
+reversed every round, so the JVM's warm-up and the machine's drift hit both alike. Per kind: the
+median seconds per batch and classes Spark compiled per batch (its `CodegenMetrics`); `speedup`
+is before / now. Both run with the stream's other settings (`DETERMINISTIC_MERGE_SOURCES`,
+`KEY_SETS_BY_REFERENCE`).
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from typing import Any
 
@@ -33,10 +35,11 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from bench.data import create_and_load
+    from binlake import sink
     from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
     from binlake.offsets import BinlogOffset, position_token
     from binlake.silver import ChangelogEnds, TableApply, data_columns, silver_table
-    from binlake.sink import small_silvers
+    from binlake.sink import SilverSizes, settings_for
     from binlake.source import connection
     from binlake.spark import (
         COPY_ON_WRITE_MERGES,
@@ -61,7 +64,8 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     per_round = max(env_int("BENCH_SMALL_MERGE_BATCHES", 6), 2)
     plan = alternated(rounds, ("before", "now"))
     batches = len(plan) * per_round
-    keys_of = [1 + index % 2 for index in range(batches)]  # one changed key, then two
+    cycle = [int(k) for k in os.environ.get("BENCH_SMALL_MERGE_KEYS", "1,2").split(",")]
+    keys_of = [cycle[index % len(cycle)] for index in range(batches)]
     stride = max(bench.rows // (sum(keys_of) + 1), 1)
     keys = [stride * (n + 1) for n in range(sum(keys_of))]
     key = table.key[0]
@@ -75,7 +79,11 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     def compiled() -> int:
         return int(compiler.METRIC_COMPILATION_TIME().getCount())
 
-    def batch(index: int, changed: list[int]) -> dict[str, float]:
+    tables = {table.qualified: table}
+    sizes = SilverSizes()  # kept over the batches, as the sink keeps it over a run
+    choices: dict[int, list[str]] = {}  # keys per batch: the sink's settings for it
+
+    def batch(index: int, changed: list[int], kind: str) -> dict[str, float]:
         records = []
         for n, k in enumerate(changed):
             old = tuple(rows[k][c] for c in names)
@@ -88,32 +96,37 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         frame = spark.createDataFrame(records, CHANGE_SCHEMA)
         before = compiled()
         started = time.monotonic()
-        TableApply(config, table, columns, ends=ends)(frame)
+        if kind == "now":
+            with settings_for(spark, config, tables, {table.qualified: len(changed)}, sizes):
+                choices[len(changed)] = in_force()
+                TableApply(config, table, columns, ends=ends)(frame)
+        else:
+            TableApply(config, table, columns, ends=ends)(frame)
         return {"s": time.monotonic() - started, "compiled": compiled() - before}
+
+    def in_force() -> list[str]:
+        groups = {"interpreted": INTERPRETED_QUERIES, "rewrites": COPY_ON_WRITE_MERGES}
+        return [
+            name
+            for name, group in groups.items()
+            if all(spark.conf.get(key, None) == value for key, value in group.items())
+        ]
 
     runs: dict[str, list[dict[str, float]]] = {"before": [], "now": []}
     taken = 0
-    silver_bytes = silver.size_in_bytes(spark)
-    lookups = []  # what the sink's choice costs a batch: Delta's size of the silver
-    for _ in range(5):
-        started = time.monotonic()
-        sink_interprets = small_silvers(spark, config, {table.qualified: table}, [table.qualified])
-        lookups.append(time.monotonic() - started)
+    size = silver.size(spark)
+    assert size is not None
     before = os.environ.get("BENCH_SMALL_MERGE_BEFORE", "compiled")
-    kinds = {
-        "before": INTERPRETED_QUERIES if before == "interpreted" else {},
-        "now": {**INTERPRETED_QUERIES, **COPY_ON_WRITE_MERGES},
-    }
     stream_settings = {**DETERMINISTIC_MERGE_SOURCES, **KEY_SETS_BY_REFERENCE}
-    with session_settings(spark, stream_settings):
+    before_settings = INTERPRETED_QUERIES if before == "interpreted" else {}
+    with session_settings(spark, stream_settings), session_settings(spark, before_settings):
         for index, kind in enumerate(plan):
-            with session_settings(spark, kinds[kind]):
-                done = []
-                for b in range(per_round):
-                    number = index * per_round + b
-                    changed = keys[taken : taken + keys_of[number]]
-                    taken += len(changed)
-                    done.append(batch(number, changed))
+            done = []
+            for b in range(per_round):
+                number = index * per_round + b
+                changed = keys[taken : taken + keys_of[number]]
+                taken += len(changed)
+                done.append(batch(number, changed, kind))
             warm_up = index < 2
             say(f"small merges: {kind:6s} " + ", ".join(
                 f"{d['s']:.2f} s/{d['compiled']:.0f} classes" for d in done
@@ -124,11 +137,11 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     median = medians(runs, 3)
     return {
         "rows": bench.rows,
-        "before_settings": kinds["before"],
-        "now_settings": kinds["now"],
-        "silver_bytes": silver_bytes,
-        "sink_interprets": sink_interprets,
-        "sink_choice_s": round(statistics.median(lookups), 3),
+        "before_settings": before_settings,
+        "sink_choices": {str(k): v for k, v in sorted(choices.items())},
+        "rewrite_bytes": sink.REWRITE_BYTES,
+        "silver_bytes": size.bytes,
+        "silver_files": size.files,
         "rounds": rounds,
         "batches_per_round": per_round,
         "before": median["before"],
@@ -143,23 +156,31 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
 
 def small_merges_markdown(results: dict[str, Any]) -> str:
     figures = results["small_merges"]
+    choices = "; ".join(
+        f"{keys} key(s): {', '.join(chosen) or 'the session’s own'}"
+        for keys, chosen in figures["sink_choices"].items()
+    )
+    keys = " then ".join(sorted(figures["sink_choices"], key=int))
     rows = [
         f"# binlake benchmark {results['date']}: small MERGEs of new keys",
         "",
-        f"Batches of one and two updated keys (new keys every batch) applied to a "
-        f"{figures['rows']:,}-row silver ({figures['silver_bytes']:,} bytes; the sink "
-        f"interprets its batches: {figures['sink_interprets']}, a choice that took "
-        f"{figures['sink_choice_s']} s) by `silver.TableApply`; median "
-        f"of {figures['rounds']} alternated rounds of {figures['batches_per_round']} batches "
-        "per kind, after a warm-up of each (bench/small_merges.py).",
+        f"Batches of {keys} updated key(s) (new keys every batch) applied to a "
+        f"{figures['rows']:,}-row silver "
+        f"({figures['silver_bytes']:,} bytes in {figures['silver_files']} files) by "
+        f"`silver.TableApply`; median of {figures['rounds']} alternated rounds of "
+        f"{figures['batches_per_round']} batches per kind, after a warm-up of each "
+        "(bench/small_merges.py).",
         "",
-        "| queries | s per batch | classes compiled per batch |",
+        f"The sink's settings for each batch (`REWRITE_BYTES` {figures['rewrite_bytes']:,}): "
+        f"{choices}.",
+        "",
+        "| settings | s per batch | classes compiled per batch |",
         "|---|---:|---:|",
     ]
     before = "interpreted" if figures["before_settings"] else "compiled"
     labels = {
-        "before": f"{before} (before)",
-        "now": "interpreted, MERGEs rewriting files (now: the sink's small-silver settings)",
+        "before": f"{before}, deletion vectors (before)",
+        "now": "the sink's choice (now)",
     }
     for kind in ("before", "now"):
         m = figures[kind]

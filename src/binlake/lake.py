@@ -121,16 +121,16 @@ class LakeTable(ABC):
         detail = spark.sql(f"DESCRIBE DETAIL {self.sql}").select("properties").first()
         return dict(detail[0] or {}) if detail else {}
 
-    def size_in_bytes(self, spark: SparkSession) -> int | None:
-        """The bytes of the table's current files (Delta's own count, from its log: no file is
-        listed or read); None if there is no such Delta table."""
+    def size(self, spark: SparkSession) -> TableSize | None:
+        """The table's current files, their bytes and count (Delta's own figures, from its log:
+        no file is listed or read); None if there is no such Delta table."""
         try:
             detail = spark.sql(f"DESCRIBE DETAIL {self.sql}").first()
         except AnalysisException:
             return None
         if detail is None or detail["format"] != "delta" or detail["sizeInBytes"] is None:
             return None
-        return int(detail["sizeInBytes"])
+        return TableSize(int(detail["sizeInBytes"]), int(detail["numFiles"] or 0))
 
     def _existing(self, spark: SparkSession, open_: Callable[[SparkSession], _Opened]) -> _Opened:
         """`open_(spark)`, or a `LakeError` that names the table if it does not exist (Spark's
@@ -144,6 +144,22 @@ class LakeTable(ABC):
             f"{self} does not exist: `binlake snapshot` creates bronze, `binlake stream` "
             "silver and the changelog (was it dropped or moved?)"
         )
+
+
+@dataclass(frozen=True)
+class TableSize:
+    """A Delta table's current data files: their bytes and how many there are."""
+
+    bytes: int
+    files: int
+
+    def rewritten(self, changes: int) -> int:
+        """About the bytes a MERGE of `changes` row changes rewrites if it rewrites the files it
+        touches: a key's row lives in one file, so each change touches at most one, taken at
+        the table's average file size (one far larger than the rest makes this low)."""
+        if self.files == 0:
+            return 0
+        return min(self.bytes, changes * -(-self.bytes // self.files))
 
 
 @dataclass(frozen=True)

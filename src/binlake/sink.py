@@ -29,7 +29,7 @@ from binlake.change_record import CHANGE_SCHEMA, DDL
 from binlake.config import Config
 from binlake.errors import BinlakeError, UnfollowableChange
 from binlake.events import attach, event
-from binlake.lake import local_frame
+from binlake.lake import TableSize, local_frame
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import ledger_path
 from binlake.ledger import ChunkState, Ledger, snapshot_rows
@@ -115,7 +115,8 @@ class BatchSink:
                 if t in joined or t in created or t not in self.tables
             )  # fmt: skip
             logged = batch_end(self.files, self.checkpoint, batch_id)
-            with settings_for(batch.sparkSession, self.config, self.tables, names, self.sizes):
+            changed = {name: counts.get(name, 0) for name in names}
+            with settings_for(batch.sparkSession, self.config, self.tables, changed, self.sizes):
                 steps = self._apply_tables(batch, names, summary, self._applied_before(logged))
             for name in names:
                 if name in self.tables:
@@ -442,15 +443,22 @@ APPLY_THREADS = 8
 
 
 #: A batch whose tables' silver tables hold at most this many bytes of files together is applied
-#: with interpreted queries (`spark.INTERPRETED_QUERIES`) and MERGEs that rewrite the files they
-#: touch (`spark.COPY_ON_WRITE_MERGES`): a MERGE reads and rewrites at most its silver, and
-#: compiling the code of a small batch's new plans, or writing deletion vectors, costs more than
-#: the work on so few rows. Batches of one or two keys into the bench's silver, alternated
-#: (`BENCH_ONLY=small_merges`, 2026-12-04): 1,000 rows (49 KB), 3.08 s compiled, 2.76 s
-#: interpreted; then 2.14 s interpreted, 1.59 s with rewrites too. 200,000 rows (6 MB): 2.89 s
-#: compiled or interpreted, the break-even of interpreting alone; 2.69 s compiled, 2.44 s with
-#: both. Below that, with room: a table's rows differ in width.
+#: with interpreted queries (`spark.INTERPRETED_QUERIES`): compiling the code of a small batch's
+#: new plans costs more than the work on so few rows, and what interpreted code costs grows with
+#: the rows a query reads, not with the batch's changes. Batches of one or two keys into the
+#: bench's silver, alternated (`BENCH_ONLY=small_merges`, 2026-12-04): 1,000 rows (49 KB),
+#: 3.08 s compiled, 2.76 s interpreted; 200,000 rows (6 MB): 2.89 s either way, the break-even.
+#: Below that, with room: a table's rows differ in width.
 SMALL_SILVER_BYTES = 4 * 2**20
+
+#: A batch whose MERGEs rewrite about this many bytes of silver files at most
+#: (`TableSize.rewritten`) rewrites the files it touches (`spark.COPY_ON_WRITE_MERGES`) instead
+#: of writing deletion vectors, whose own steps cost more than rewriting a few MB. Batches
+#: alternated (`BENCH_ONLY=small_merges`): one or two keys into a 1,000-row silver, 2.14 s with
+#: vectors, 1.59 s rewriting; into 200,000 rows (6 MB), 2.69 s and 2.44 s (2026-12-04). Into
+#: 1,000,000 rows in 22 files of 1.4 MB (2026-12-05): two or four keys (at most 5.5 MB
+#: rewritten), 2.32 s and 2.08 s; eight or twelve (16 MB), 2.68 s and 2.71 s, the break-even.
+REWRITE_BYTES = 8 * 2**20
 
 
 #: How long a silver table's size read from Delta is taken as known (`SilverSizes`)...
@@ -460,23 +468,24 @@ SIZE_KNOWN_CHANGES = 1000
 
 
 class SilverSizes:
-    """Each silver table's bytes as Delta last reported them (`LakeTable.size_in_bytes`), kept
-    for one run of the stream: read again once `SIZE_KNOWN_S` have passed or more than
+    """Each silver table's files as Delta last reported them (`LakeTable.size`), kept for one
+    run of the stream: read again once `SIZE_KNOWN_S` have passed or more than
     `SIZE_KNOWN_CHANGES` of its changes (or a DDL) were applied since, so a table that grows
     past `SMALL_SILVER_BYTES` is seen within a few batches. Only the choice of settings
     reads them, which a stale size makes slower, never wrong; a stream of small batches is
     spared the read on each (about 0.05 s)."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[int | None, float, int]] = {}  # table: size, read at, changes
+        #: table: its size, when it was read, the changes applied since
+        self._known: dict[str, tuple[TableSize | None, float, int]] = {}
 
-    def of(self, spark: SparkSession, config: Config, table: TableSchema) -> int | None:
-        """The bytes of `table`'s silver; None if it has none yet."""
+    def of(self, spark: SparkSession, config: Config, table: TableSchema) -> TableSize | None:
+        """The files of `table`'s silver; None if it has none yet."""
         silver = silver_table(config, table)
         size, read_at, changes = self._known.get(silver.sql, (None, 0.0, 0))
         stale = changes > SIZE_KNOWN_CHANGES or time.monotonic() - read_at > SIZE_KNOWN_S
         if size is None or stale:
-            size = silver.size_in_bytes(spark)
+            size = silver.size(spark)
             self._known[silver.sql] = (size, time.monotonic(), 0)
         return size
 
@@ -496,43 +505,51 @@ def settings_for(
     spark: SparkSession,
     config: Config,
     tables: dict[str, TableSchema],
-    names: list[str],
+    changes: dict[str, int],
     sizes: SilverSizes | None = None,
 ) -> Iterator[None]:
-    """The settings a batch's tables `names` are applied with: where their silver tables are
-    small (`small_silvers`), interpreted queries and MERGEs that rewrite the files they touch,
-    each group kept or refused whole by the compute (`session_settings`); else the session's
-    own."""
+    """The settings a batch of `changes` (each table's row changes; a table of DDL alone with
+    none) is applied with, where each silver table it touches exists (`silver_sizes`):
+    interpreted queries where they hold `SMALL_SILVER_BYTES` at most together, MERGEs that
+    rewrite the files they touch where they rewrite `REWRITE_BYTES` at most; each group kept or
+    refused whole by the compute (`session_settings`); else the session's own."""
     with contextlib.ExitStack() as settings:
-        if small_silvers(spark, config, tables, names, sizes):
-            settings.enter_context(session_settings(spark, INTERPRETED_QUERIES))
-            settings.enter_context(session_settings(spark, COPY_ON_WRITE_MERGES))
+        found = silver_sizes(spark, config, tables, changes, sizes)
+        if found:
+            if sum(size.bytes for size, _ in found) <= SMALL_SILVER_BYTES:
+                settings.enter_context(session_settings(spark, INTERPRETED_QUERIES))
+            if sum(size.rewritten(n) for size, n in found) <= REWRITE_BYTES:
+                settings.enter_context(session_settings(spark, COPY_ON_WRITE_MERGES))
         yield
 
 
-def small_silvers(
+def silver_sizes(
     spark: SparkSession,
     config: Config,
     tables: dict[str, TableSchema],
-    names: list[str],
+    changes: dict[str, int],
     sizes: SilverSizes | None = None,
-) -> bool:
-    """Whether each silver table of `names` exists and all together hold at most
-    `SMALL_SILVER_BYTES` (Delta's own size of each, read side by side, or known to `sizes`).
-    What interpreted code costs grows with the rows a query reads, not with the batch's
-    changes, so a batch into a large silver keeps compiled code."""
-    groups = group_by_silver(config, names)
+) -> list[tuple[TableSize, int]] | None:
+    """The size of each silver table of `changes`'s tables (Delta's own, read side by side, or
+    known to `sizes`) and the row changes a batch of `changes` applies to it (a route's members
+    together); None if one of them has no silver yet."""
+    groups = group_by_silver(config, list(changes))
     if not groups or any(group[0] not in tables for group in groups):
-        return False
+        return None
     known_sizes = sizes if sizes is not None else SilverSizes()
 
-    def size(group: list[str]) -> int | None:
+    def size(group: list[str]) -> TableSize | None:
         return known_sizes.of(spark, config, tables[group[0]])
 
     with ThreadPoolExecutor(max_workers=min(len(groups), APPLY_THREADS)) as pool:
         found = list(pool.map(size, groups))
-    known = [s for s in found if s is not None]
-    return len(known) == len(found) and sum(known) <= SMALL_SILVER_BYTES
+    if any(s is None for s in found):
+        return None
+    return [
+        (size, sum(changes.get(name, 0) for name in group))
+        for size, group in zip(found, groups, strict=True)
+        if size is not None
+    ]
 
 
 def side_by_side(step: Callable[[str], _T], names: list[str], config: Config) -> list[_T]:

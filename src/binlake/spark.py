@@ -262,8 +262,8 @@ INTERPRETED_QUERIES = {
 #: Silver has deletion vectors on, so a MERGE marks the rows it changes deleted instead of
 #: rewriting the files that hold them: on a large file, far less to write. It costs steps of
 #: their own (the changed rows' indexes found, a vector written and committed per file; eight
-#: more Spark queries per MERGE here). In a silver of a few MB, rewriting the touched file is
-#: cheaper than those steps, so a batch into small silver tables rewrites (`sink.settings_for`);
+#: more Spark queries per MERGE here). Rewriting a few MB of touched files is cheaper than those
+#: steps, so a batch of few changes, or into small silver tables, rewrites (`sink.settings_for`);
 #: the vectors already written stay valid, and readers see the same rows either way.
 COPY_ON_WRITE_MERGES = {"spark.databricks.delta.merge.deletionVectors.persistent": "false"}
 

@@ -315,8 +315,9 @@ def test_status_reads_the_lake_without_starting_spark(
     fake `java` fails any Spark start."""
     from binlake import jobs, sink
 
-    # Deletes marked by deletion vectors, as in a large silver: a small one is rewritten.
+    # Deletes marked by deletion vectors, as by a large batch: a small one rewrites.
     monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", -1)
+    monkeypatch.setattr(sink, "REWRITE_BYTES", -1)
 
     sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     sql("INSERT INTO t VALUES " + ",".join(f"({i}, {i})" for i in range(1, 301)))

@@ -3,8 +3,8 @@
 (`spark.DETERMINISTIC_MERGE_SOURCES`, in force while the stream runs). Delta copies a source it
 cannot prove deterministic because it reads it twice; binlake's batch must read the same both
 times, and its replay after a crash must change nothing. One into small silver tables with
-interpreted queries and MERGEs that rewrite files instead of writing deletion vectors
-(`sink.SMALL_SILVER_BYTES`)."""
+interpreted queries (`sink.SMALL_SILVER_BYTES`), and one of few changes with MERGEs that
+rewrite files instead of writing deletion vectors (`sink.REWRITE_BYTES`)."""
 
 from __future__ import annotations
 
@@ -66,9 +66,10 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
     """On a session with Spark's default (compiled) code, the batches into a silver of a few KB
     MERGE with interpreted queries while a racer writes, rewriting the files they touch (no
     deletion vector in their commits); with `sink.SMALL_SILVER_BYTES` below that silver's size
-    they MERGE compiled, writing deletion vectors. The session's own settings are back after
-    each stream, and silver equals the source. (The suite's session is interpreted: set back to
-    Spark's default for this test.)"""
+    and `sink.REWRITE_BYTES` below what its five changes could rewrite (Delta's own bytes and
+    file count of it) they MERGE compiled, writing deletion vectors. The session's own settings
+    are back after each stream, and silver equals the source. (The suite's session is
+    interpreted: set back to Spark's default for this test.)"""
     merges = observed_merges(monkeypatch)
     seed_items(sql, 600)
     config = make_config()
@@ -86,9 +87,10 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
         with connection(config.source) as conn:
             tables = {t.qualified: t for t in validate(conn, config)}
         silver = silver_table(config, tables[qualified])
-        size = silver.size_in_bytes(spark)
-        assert size is not None and 0 < size <= sink.SMALL_SILVER_BYTES
-        assert not sink.small_silvers(spark, config, tables, [qualified, f"{database}.gone"])
+        size = silver.size(spark)
+        assert size is not None and 0 < size.bytes <= sink.SMALL_SILVER_BYTES and size.files > 0
+        gone = {qualified: 1, f"{database}.gone": 1}  # a table without silver: no choice
+        assert sink.silver_sizes(spark, config, tables, gone) is None
         created = _merge_metrics(spark, silver.sql)
         with Racer(db_env, database, pause=0.01) as racer:
             while racer.statements < 50:
@@ -98,7 +100,8 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
         small_commits = _merge_metrics(spark, silver.sql)[len(created) :]
         assert session_values(spark, INTERPRETED_QUERIES) == compiled
         assert session_values(spark, COPY_ON_WRITE_MERGES) == own_rewrites
-        monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", size - 1)
+        monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", size.bytes - 1)
+        monkeypatch.setattr(sink, "REWRITE_BYTES", size.rewritten(5) - 1)
         sql("UPDATE items SET qty = qty + 1 WHERE id <= 5")
         jobs.stream(spark, config, available_now=True)
         larger_commits = _merge_metrics(spark, silver.sql)[len(created) + len(small_commits) :]

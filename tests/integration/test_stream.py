@@ -481,8 +481,9 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     from binlake import silver, sink
 
     monkeypatch.setattr(silver, "SILVER_FILE_ROWS", 100)
-    # As into a large silver: this one is small enough for rewrites (`sink.SMALL_SILVER_BYTES`).
+    # As a large batch into a large silver: this one would rewrite (`sink.REWRITE_BYTES`).
     monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", -1)
+    monkeypatch.setattr(sink, "REWRITE_BYTES", -1)
     sql(DDL["items"])
     rng = random.Random(11)
     with_cursor(sql, lambda cur: seed_items(cur, rng, 1200))
