@@ -65,7 +65,7 @@ from binlake.typemap import exact_key, key_literal, spark_schema
 
 log = logging.getLogger(__name__)
 
-SILVER_FILE_ROWS = 50_000  # rows per silver file at creation (see ensure_silver)
+SILVER_FILE_ROWS = 50_000  # rows per silver file (see ensure_silver, silver_file_settings)
 #: A batch with at most this many distinct keys of a single-column key MERGEs with `key IN
 #: (...)`, which Delta's data skipping resolves to the files holding them; larger batches use
 #: the key range.
@@ -116,6 +116,17 @@ def offset_token(file: Column, pos: Column, row: Column) -> Column:
         F.format_string("L%04d:", lineage.cast("int"))
     )
     return F.concat(prefix, F.format_string("%010d:%020d:%08d", sequence, pos, row))
+
+
+def silver_file_settings() -> dict[str, str]:
+    """The session setting that keeps the files of silver's MERGEs to `SILVER_FILE_ROWS` rows,
+    as silver's creation lays them out. Delta writes a MERGE's output as one file per task, and
+    the rewrite of a few touched files (`sink.REWRITE_BYTES`) is one task: without it, the
+    touched files came back as one, which each later batch touching it rewrote again, larger,
+    until one file held most of the table. The rewrite's join sorts its task's rows by key, so
+    the files it writes hold consecutive keys. In force while the stream runs (its other
+    writes, the changelog's appends, are cut the same way, which only their file count sees)."""
+    return {"spark.sql.files.maxRecordsPerFile": str(SILVER_FILE_ROWS)}
 
 
 def ensure_silver(
