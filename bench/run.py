@@ -11,13 +11,14 @@ BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TABLES (200; 0 skips t
 scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_ROWS (2),
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
-(stream | many_tables | backlog | startup | merge_source | small_merges),
+(stream | many_tables | backlog | startup | merge_source | small_merges | rewrite_drift),
 BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_MERGE_SOURCE_BEFORE (reads: the batch's reads alone),
 BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_BEFORE
 (compiled | interpreted), BENCH_SMALL_MERGE_KEYS (1,2: keys per batch, in turn), BENCH_CODEGEN
 (compiled: the stream never interprets nor rewrites, as before `sink.SMALL_SILVER_BYTES` and
 `sink.REWRITE_BYTES`), BENCH_REWRITE_BYTES (the sink's `REWRITE_BYTES` for the run),
-BENCH_TAG (suffix of the result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
+BENCH_DRIFT_BATCHES (60), BENCH_DRIFT_KEYS (3: keys per batch), BENCH_TAG (suffix of the
+result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 """
 
@@ -1481,7 +1482,10 @@ def main() -> int:
 
         sink.REWRITE_BYTES = env_int("BENCH_REWRITE_BYTES", sink.REWRITE_BYTES)
     only = os.environ.get("BENCH_ONLY", "")
-    alone = ("stream", "many_tables", "backlog", "startup", "merge_source", "small_merges")
+    alone = (
+        "stream", "many_tables", "backlog", "startup", "merge_source", "small_merges",
+        "rewrite_drift",
+    )  # fmt: skip
     if only not in ("", *alone):
         sys.exit(f"BENCH_ONLY={only!r}: expected one of {', '.join(alone)}")
     stamp = date.today().isoformat() + (
@@ -1499,6 +1503,8 @@ def main() -> int:
         return main_merge_source(bench, f"merge-source-{stamp}")
     if only == "small_merges":
         return main_small_merges(bench, f"small-merges-{stamp}")
+    if only == "rewrite_drift":
+        return main_rewrite_drift(bench, f"rewrite-drift-{stamp}")
     say(
         f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
         f"burst {bench.burst:,}, results bench/results/{stamp}.*"
@@ -1687,6 +1693,15 @@ def main_small_merges(bench: Bench, stamp: str) -> int:
     from bench.small_merges import small_merges, small_merges_markdown
 
     return main_alternated(bench, stamp, "small_merges", small_merges, small_merges_markdown)
+
+
+def main_rewrite_drift(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=rewrite_drift`: a long run of small batches into two copies of one silver,
+    a MERGE's files as Delta writes them against `SILVER_FILE_ROWS` rows at most
+    (bench/rewrite_drift.py), written to bench/results/rewrite-drift-<date>[-tag].json/.md."""
+    from bench.rewrite_drift import rewrite_drift, rewrite_drift_markdown
+
+    return main_alternated(bench, stamp, "rewrite_drift", rewrite_drift, rewrite_drift_markdown)
 
 
 def alternated(rounds: int, warm_ups: tuple[str, ...]) -> list[str]:

@@ -19,7 +19,7 @@ none updated twice, so every batch names new key values as the stream's do. Batc
 reversed every round, so the JVM's warm-up and the machine's drift hit both alike. Per kind: the
 median seconds per batch and classes Spark compiled per batch (its `CodegenMetrics`); `speedup`
 is before / now. Both run with the stream's other settings (`DETERMINISTIC_MERGE_SOURCES`,
-`KEY_SETS_BY_REFERENCE`).
+`KEY_SETS_BY_REFERENCE`, `silver.silver_file_settings`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,13 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
 
     from bench.data import create_and_load
     from binlake import sink
-    from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
-    from binlake.offsets import BinlogOffset, position_token
-    from binlake.silver import ChangelogEnds, TableApply, data_columns, silver_table
+    from binlake.silver import (
+        ChangelogEnds,
+        TableApply,
+        data_columns,
+        silver_file_settings,
+        silver_table,
+    )
     from binlake.sink import SilverSizes, settings_for
     from binlake.source import connection
     from binlake.spark import (
@@ -70,8 +74,6 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     keys = [stride * (n + 1) for n in range(sum(keys_of))]
     key = table.key[0]
     rows = {r[key]: r for r in silver.read(spark).where(F.col(key).isin(keys)).collect()}
-    names = list(table.column_names)
-    encode = ImageEncoder(table)
     start = current_offset(bench)
     ends = ChangelogEnds()
     compiler = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
@@ -84,16 +86,7 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     choices: dict[int, list[str]] = {}  # keys per batch: the sink's settings for it
 
     def batch(index: int, changed: list[int], kind: str) -> dict[str, float]:
-        records = []
-        for n, k in enumerate(changed):
-            old = tuple(rows[k][c] for c in names)
-            new = tuple(f"#{index}" if c == "c_login" else rows[k][c] for c in names)
-            at = BinlogOffset(start.file, start.pos + 1 + 100 * index + n)  # past the snapshot
-            records.append(
-                (table.qualified, "update", position_token(at, 0), at.file, at.pos, 0,
-                 int(time.time()), encode(old), encode(new))
-            )  # fmt: skip
-        frame = spark.createDataFrame(records, CHANGE_SCHEMA)
+        frame = update_records(spark, table, [rows[k] for k in changed], index, start)
         before = compiled()
         started = time.monotonic()
         if kind == "now":
@@ -117,7 +110,9 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     size = silver.size(spark)
     assert size is not None
     before = os.environ.get("BENCH_SMALL_MERGE_BEFORE", "compiled")
-    stream_settings = {**DETERMINISTIC_MERGE_SOURCES, **KEY_SETS_BY_REFERENCE}
+    stream_settings = {
+        **DETERMINISTIC_MERGE_SOURCES, **KEY_SETS_BY_REFERENCE, **silver_file_settings()
+    }  # fmt: skip
     before_settings = INTERPRETED_QUERIES if before == "interpreted" else {}
     with session_settings(spark, stream_settings), session_settings(spark, before_settings):
         for index, kind in enumerate(plan):
@@ -152,6 +147,26 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         "silver_rows_changed": changed_rows,
         "silver_matches": changed_rows == taken,
     }
+
+
+def update_records(spark: Any, table: Any, rows: list[Any], index: int, start: Any) -> Any:
+    """The change records of batch `index` as the stream's source emits them: an update of each
+    of silver's `rows` setting `c_login` to `#index`, each at its own offset past `start` (the
+    binlog head after the snapshot), so newer than anything silver holds."""
+    from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
+    from binlake.offsets import BinlogOffset, position_token
+
+    names, encode = list(table.column_names), ImageEncoder(table)
+    records = []
+    for n, row in enumerate(rows):
+        old = tuple(row[c] for c in names)
+        new = tuple(f"#{index}" if c == "c_login" else row[c] for c in names)
+        at = BinlogOffset(start.file, start.pos + 1 + 100 * index + n)
+        records.append(
+            (table.qualified, "update", position_token(at, 0), at.file, at.pos, 0,
+             int(time.time()), encode(old), encode(new))
+        )  # fmt: skip
+    return spark.createDataFrame(records, CHANGE_SCHEMA)
 
 
 def small_merges_markdown(results: dict[str, Any]) -> str:
