@@ -3,10 +3,10 @@ silver's layout and to the cost of each batch. Each batch updates `BENCH_DRIFT_K
 spread at random over the table (new keys every batch), applied by binlake's own apply
 (`silver.TableApply`) with the settings the sink chooses for it (`sink.settings_for`: a few
 keys into a large silver rewrite the files they touch). `before` writes the MERGE's output as
-Delta does by default, one file per task; `now` with the stream's `silver.silver_file_settings`
-(at most `SILVER_FILE_ROWS` rows per file). Both apply the same batches to two copies of the
-same silver (`bench.customer` snapshotted, its silver created once), alternated batch by batch
-so the machine's drift hits both alike.
+Delta does by default, one file per task (the sink's `silver.silver_file_settings` undone);
+`now` as the sink writes it, at most `SILVER_FILE_ROWS` rows per file. Both apply the same
+batches to two copies of the same silver (`bench.customer` snapshotted, its silver created
+once), alternated batch by batch so the machine's drift hits both alike.
 
 Per kind and per tenth of the `BENCH_DRIFT_BATCHES` (60) batches: the median seconds per batch
 and the rows each MERGE copied unchanged into the files it rewrote (Delta's
@@ -69,7 +69,7 @@ def rewrite_drift(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     tables = {table.qualified: table}
     ends = {kind: ChangelogEnds() for kind in configs}
     sizes = {kind: SilverSizes() for kind in configs}
-    file_settings = {"before": {}, "now": silver_file_settings()}
+    file_settings = {"before": {key: "0" for key in silver_file_settings()}, "now": {}}
     runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in configs}
 
     def batch(index: int, kind: str) -> None:
@@ -78,8 +78,8 @@ def rewrite_drift(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         c = configs[kind]
         started = time.monotonic()
         with (
-            session_settings(spark, file_settings[kind]),
             settings_for(spark, c, tables, {table.qualified: len(keys)}, sizes[kind]),
+            session_settings(spark, file_settings[kind]),
         ):
             TableApply(c, table, columns, ends=ends[kind])(frame)
         seconds = time.monotonic() - started

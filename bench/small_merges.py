@@ -19,7 +19,7 @@ none updated twice, so every batch names new key values as the stream's do. Batc
 reversed every round, so the JVM's warm-up and the machine's drift hit both alike. Per kind: the
 median seconds per batch and classes Spark compiled per batch (its `CodegenMetrics`); `speedup`
 is before / now. Both run with the stream's other settings (`DETERMINISTIC_MERGE_SOURCES`,
-`KEY_SETS_BY_REFERENCE`, `silver.silver_file_settings`).
+`KEY_SETS_BY_REFERENCE`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         ChangelogEnds,
         TableApply,
         data_columns,
-        silver_file_settings,
         silver_table,
     )
     from binlake.sink import SilverSizes, settings_for
@@ -110,9 +109,7 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     size = silver.size(spark)
     assert size is not None
     before = os.environ.get("BENCH_SMALL_MERGE_BEFORE", "compiled")
-    stream_settings = {
-        **DETERMINISTIC_MERGE_SOURCES, **KEY_SETS_BY_REFERENCE, **silver_file_settings()
-    }  # fmt: skip
+    stream_settings = {**DETERMINISTIC_MERGE_SOURCES, **KEY_SETS_BY_REFERENCE}
     before_settings = INTERPRETED_QUERIES if before == "interpreted" else {}
     with session_settings(spark, stream_settings), session_settings(spark, before_settings):
         for index, kind in enumerate(plan):

@@ -45,6 +45,7 @@ from binlake.silver import (
     data_columns,
     ensure_silver,
     require_silver,
+    silver_file_settings,
     silver_table,
     timed,
 )
@@ -511,7 +512,8 @@ def settings_for(
     """The settings a batch of `changes` (each table's row changes; a table of DDL alone with
     none) is applied with, where each silver table it touches exists (`silver_sizes`):
     interpreted queries where they hold `SMALL_SILVER_BYTES` at most together, MERGEs that
-    rewrite the files they touch where they rewrite `REWRITE_BYTES` at most; each group kept or
+    rewrite the files they touch, in files of `SILVER_FILE_ROWS` at most, where they rewrite
+    `REWRITE_BYTES` at most; each group kept or
     refused whole by the compute (`session_settings`); else the session's own."""
     with contextlib.ExitStack() as settings:
         found = silver_sizes(spark, config, tables, changes, sizes)
@@ -519,7 +521,8 @@ def settings_for(
             if sum(size.bytes for size, _ in found) <= SMALL_SILVER_BYTES:
                 settings.enter_context(session_settings(spark, INTERPRETED_QUERIES))
             if sum(size.rewritten(n) for size, n in found) <= REWRITE_BYTES:
-                settings.enter_context(session_settings(spark, COPY_ON_WRITE_MERGES))
+                rewrites = {**COPY_ON_WRITE_MERGES, **silver_file_settings()}
+                settings.enter_context(session_settings(spark, rewrites))
         yield
 
 

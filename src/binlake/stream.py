@@ -48,7 +48,7 @@ from binlake.retention import warn_if_purge_near
 from binlake.row_filters import check_row_filters
 from binlake.schema import TableSchema
 from binlake.schema_history import SchemaEntry, StreamTables, entry_at
-from binlake.silver import ensure_silver, require_silver, silver_file_settings
+from binlake.silver import ensure_silver, require_silver
 from binlake.sink import BatchSink, batch_end, join_ready_tables, side_by_side
 from binlake.snapshot import batch_ids, schema_history, with_resolved_password
 from binlake.source import connection, head_offset, logs_column_names
@@ -244,7 +244,6 @@ def run_stream(spark: SparkSession, config: Config, available_now: bool = False)
         lease.held("binlake stream") as held,
         session_settings(spark, DETERMINISTIC_MERGE_SOURCES),
         session_settings(spark, KEY_SETS_BY_REFERENCE),  # apart: a compute may refuse them alone
-        session_settings(spark, silver_file_settings()),
     ):
         if available_now:
             return _run_stream(spark, config, held, available_now=True)

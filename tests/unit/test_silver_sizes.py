@@ -17,6 +17,7 @@ from binlake import sink
 from binlake.config import Config, parse_config
 from binlake.lake import TableSize
 from binlake.schema import Column, TableSchema
+from binlake.silver import silver_file_settings
 from binlake.spark import COPY_ON_WRITE_MERGES, INTERPRETED_QUERIES
 
 ITEMS = TableSchema("db", "items", (Column("id", "int", "int", False),), ("id",), "id")
@@ -124,11 +125,12 @@ def choose(
 ) -> list[str]:
     """The names of the settings groups a batch of `changes` is applied with."""
     tables = {t.qualified: t for t in (ITEMS, OTHER)}
-    names = {id(INTERPRETED_QUERIES): "interpreted", id(COPY_ON_WRITE_MERGES): "rewrites"}
+    rewrites = {**COPY_ON_WRITE_MERGES, **silver_file_settings()}  # in files of silver's size
+    names = {"interpreted": INTERPRETED_QUERIES, "rewrites": rewrites}
     chosen.clear()
     with sink.settings_for(None, config, tables, changes, sizes):
         pass
-    return [names[id(g)] for g in chosen]
+    return [next(name for name, group in names.items() if group == g) for g in chosen]
 
 
 def test_the_batch_choice_reads_each_size_once_and_counts_them_together(
