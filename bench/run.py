@@ -17,6 +17,7 @@ BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_B
 (compiled | interpreted), BENCH_SMALL_MERGE_KEYS (1,2: keys per batch, in turn), BENCH_CODEGEN
 (compiled: the stream never interprets nor rewrites, as before `sink.SMALL_SILVER_BYTES` and
 `sink.REWRITE_BYTES`), BENCH_REWRITE_BYTES (the sink's `REWRITE_BYTES` for the run),
+BENCH_SILVER_FILE_ROWS (`silver.SILVER_FILE_ROWS` for the run),
 BENCH_DRIFT_BATCHES (60), BENCH_DRIFT_KEYS (3: keys per batch), BENCH_TAG (suffix of the
 result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
@@ -388,7 +389,7 @@ def create_silver(spark, config, monitor, phase: str) -> float:
 
 def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     from bench.data import make_burst, table_fingerprint
-    from binlake.silver import changelog_table, silver_table
+    from binlake.silver import SILVER_FILE_ROWS, changelog_table, silver_table
     from binlake.source import connection
     from binlake.validation import validate
 
@@ -414,8 +415,16 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     catch_up = profiled_catch_up(spark, config, monitor, "stream_catch_up")
     summary, seconds = catch_up.summary, catch_up.seconds
     source_fp = table_fingerprint(bench.password or "", bench.port)
-    silver_fp = silver_fingerprint(spark, config)
+    read_started = time.monotonic()
+    silver_fp = silver_fingerprint(spark, config)  # a reader's full scan, timed
+    read_s = time.monotonic() - read_started
     identical = source_fp == silver_fp
+    size = silver_table(config, table).size(spark)
+    say(
+        f"stream: silver after the burst: {size.files if size else 0} files, "
+        f"{size.bytes if size else 0:,} bytes; a full scan of it (count, sums, key range) took "
+        f"{read_s:.2f} s"
+    )
     say(
         f"stream: {burst.changes:,} changes applied in {seconds:.1f} s = "
         f"{burst.changes / seconds:,.0f} changes/s ({summary.batches} batches, "
@@ -462,6 +471,10 @@ def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
         "batches": summary.batches,
         "input_rows": summary.changes,
         "silver_init_s": round(init_s, 2),
+        "silver_file_rows": SILVER_FILE_ROWS,
+        "silver_files_after": size.files if size else None,
+        "silver_bytes_after": size.bytes if size else None,
+        "silver_scan_s": round(read_s, 2),
         "silver_matches_source": identical,
         "binlog_range": [start.to_dict(), end.to_dict()],
         "_offsets": (start, end),
@@ -1481,6 +1494,10 @@ def main() -> int:
         from binlake import sink
 
         sink.REWRITE_BYTES = env_int("BENCH_REWRITE_BYTES", sink.REWRITE_BYTES)
+    if os.environ.get("BENCH_SILVER_FILE_ROWS"):
+        from binlake import silver
+
+        silver.SILVER_FILE_ROWS = env_int("BENCH_SILVER_FILE_ROWS", silver.SILVER_FILE_ROWS)
     only = os.environ.get("BENCH_ONLY", "")
     alone = (
         "stream", "many_tables", "backlog", "startup", "merge_source", "small_merges",
