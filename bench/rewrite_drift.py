@@ -23,14 +23,13 @@ import statistics
 import time
 from typing import Any
 
-from bench.run import Bench, create_silver, current_offset, env_int, say
+from bench.run import Bench, current_offset, env_int, say
 
 
 def rewrite_drift(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from bench.data import create_and_load
-    from bench.small_merges import update_records
+    from bench.small_merges import customer_silver, update_records
     from binlake.silver import (
         ChangelogEnds,
         TableApply,
@@ -39,17 +38,10 @@ def rewrite_drift(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         silver_table,
     )
     from binlake.sink import SilverSizes, settings_for
-    from binlake.source import connection
     from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
-    from binlake.validation import validate
 
-    create_and_load(bench.password or "", bench.port, bench.rows)
-    bench.binlake_snapshot(spark, 2, "rewrite-drift", keep=True)
+    config, table = customer_silver(bench, spark, monitor, "rewrite-drift")
     assert bench.kept_root is not None
-    config = bench.config(bench.kept_root, 2)
-    create_silver(spark, config, monitor, "rewrite_drift_init")
-    with connection(config.source) as conn:
-        (table,) = validate(conn, config)
     copy = bench.kept_root.with_name(bench.kept_root.name + "-now")
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(bench.kept_root, copy)

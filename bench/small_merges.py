@@ -34,7 +34,6 @@ from bench.run import Bench, alternated, create_silver, current_offset, env_int,
 def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from bench.data import create_and_load
     from binlake import sink
     from binlake.silver import (
         ChangelogEnds,
@@ -43,7 +42,6 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         silver_table,
     )
     from binlake.sink import SilverSizes, settings_for
-    from binlake.source import connection
     from binlake.spark import (
         COPY_ON_WRITE_MERGES,
         DETERMINISTIC_MERGE_SOURCES,
@@ -51,15 +49,8 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         KEY_SETS_BY_REFERENCE,
         session_settings,
     )
-    from binlake.validation import validate
 
-    create_and_load(bench.password or "", bench.port, bench.rows)
-    bench.binlake_snapshot(spark, 2, "small-merges", keep=True)
-    assert bench.kept_root is not None
-    config = bench.config(bench.kept_root, 2)
-    create_silver(spark, config, monitor, "small_merges_init")
-    with connection(config.source) as conn:
-        (table,) = validate(conn, config)
+    config, table = customer_silver(bench, spark, monitor, "small-merges")
     silver = silver_table(config, table)
     columns = data_columns(spark, silver, config, table.qualified)
     assert columns is not None
@@ -144,6 +135,23 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         "silver_rows_changed": changed_rows,
         "silver_matches": changed_rows == taken,
     }
+
+
+def customer_silver(bench: Bench, spark: Any, monitor: Any, name: str) -> tuple[Any, Any]:
+    """`bench.customer` (`BENCH_ROWS`) loaded, snapshotted into the kept lake root `name` and its
+    silver created (the stream's real layout): the lake's config and the table's schema."""
+    from bench.data import create_and_load
+    from binlake.source import connection
+    from binlake.validation import validate
+
+    create_and_load(bench.password or "", bench.port, bench.rows)
+    bench.binlake_snapshot(spark, 2, name, keep=True)
+    assert bench.kept_root is not None
+    config = bench.config(bench.kept_root, 2)
+    create_silver(spark, config, monitor, f"{name.replace('-', '_')}_init")
+    with connection(config.source) as conn:
+        (table,) = validate(conn, config)
+    return config, table
 
 
 def update_records(spark: Any, table: Any, rows: list[Any], index: int, start: Any) -> Any:

@@ -484,18 +484,9 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     # As a large batch into a large silver: this one would rewrite (`sink.REWRITE_BYTES`).
     monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", -1)
     monkeypatch.setattr(sink, "REWRITE_BYTES", -1)
-    sql(DDL["items"])
     rng = random.Random(11)
-    with_cursor(sql, lambda cur: seed_items(cur, rng, 1200))
-    config = configure(source={"tables": ["items"]})
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
-    path = _silver(config, "items")
-    files = (
-        spark.read.format("delta").load(path)
-        .groupBy(F.input_file_name()).agg(F.min("id").alias("lo"), F.max("id").alias("hi"))
-        .orderBy("lo").collect()
-    )  # fmt: skip
+    config, path = _items_silver(spark, sql, configure, rng)
+    files = _silver_files(spark, path)
     assert len(files) >= 12
     assert all(a["hi"] < b["lo"] for a, b in itertools.pairwise(files)), files
 
@@ -515,6 +506,17 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     with_cursor(sql, lambda cur: [tolerant(workload._items, cur, rng) for _ in range(60)])
     jobs.stream(spark, config, available_now=True)
     assert_silver_equals_source(spark, db_env, config, "items")
+
+
+def _items_silver(spark: Any, sql: Any, configure: Any, rng: random.Random) -> tuple[Any, str]:
+    """`items` seeded with 1,200 rows, snapshotted and its silver created: the config and
+    silver's path."""
+    sql(DDL["items"])
+    with_cursor(sql, lambda cur: seed_items(cur, rng, 1200))
+    config = configure(source={"tables": ["items"]})
+    jobs.snapshot(spark, config)
+    jobs.stream(spark, config, available_now=True)
+    return config, _silver(config, "items")
 
 
 def _silver_files(spark: Any, path: str) -> list[Any]:
@@ -538,19 +540,13 @@ def test_rewriting_merges_keep_silver_files_to_their_size(
     Delta writes a MERGE's output as one file per task, and a small rewrite is one task: three
     touched files came back as one, which the next batch touching any of its keys rewrote again
     with more, until a file held most of the table and every MERGE rewrote it (a 3-key MERGE into
-    a 1M-row silver: a 225k-row file after 40 batches, 2.1 -> 2.4 s each). Silver's MERGEs write
-    at most `SILVER_FILE_ROWS` rows per file, in key order, so a batch rewrites no more than the
-    files its keys are in, however long the stream has run, with writes racing it."""
+    a 1M-row silver: a 225k-row file after 40 batches, 2.1 -> 2.4 s each). Rewriting MERGEs write
+    at most `SILVER_FILE_ROWS` rows per file, key-sorted per task, so a batch rewrites no more
+    than the files its keys are in, however long the stream has run, with writes racing it."""
     from binlake import silver
 
     monkeypatch.setattr(silver, "SILVER_FILE_ROWS", 100)
-    sql(DDL["items"])
-    rng = random.Random(12)
-    with_cursor(sql, lambda cur: seed_items(cur, rng, 1200))
-    config = configure(source={"tables": ["items"]})
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
-    path = _silver(config, "items")
+    config, path = _items_silver(spark, sql, configure, random.Random(12))
     files = _silver_files(spark, path)
     assert len(files) >= 12 and max(f["rows"] for f in files) <= 100
 
