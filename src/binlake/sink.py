@@ -512,9 +512,9 @@ def settings_for(
     """The settings a batch of `changes` (each table's row changes; a table of DDL alone with
     none) is applied with, where each silver table it touches exists (`silver_sizes`):
     interpreted queries where they hold `SMALL_SILVER_BYTES` at most together, MERGEs that
-    rewrite the files they touch, in files of `SILVER_FILE_ROWS` at most, where they rewrite
-    `REWRITE_BYTES` at most; each group kept or
-    refused whole by the compute (`session_settings`); else the session's own."""
+    rewrite the files they touch, in files of `SILVER_FILE_ROWS` rows at most, where they
+    rewrite `REWRITE_BYTES` at most; each group kept or refused whole by the compute
+    (`session_settings`); else the session's own."""
     with contextlib.ExitStack() as settings:
         found = silver_sizes(spark, config, tables, changes, sizes)
         if found:
