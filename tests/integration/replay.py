@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
+from pymysql.constants import ER
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import QueryEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -276,9 +277,22 @@ def states_at(
 # Concurrent writers
 
 
+# What InnoDB answers two writers that collide: the statement (or transaction) is rolled back
+# and an application would retry it. Writers count these with duplicate keys as conflicts.
+_ROLLED_BACK = (ER.LOCK_DEADLOCK, ER.LOCK_WAIT_TIMEOUT)
+
+
+def _is_conflict(exc: pymysql.err.MySQLError) -> bool:
+    if isinstance(exc, pymysql.err.IntegrityError):
+        return True
+    code = exc.args[0] if exc.args else None
+    return isinstance(exc, pymysql.err.OperationalError) and code in _ROLLED_BACK
+
+
 class Writers:
     """N threads, each on its own autocommit connection, running `step(cursor, rng)` in a
-    bounded loop until `stop()`; duplicate-key failures are expected and counted."""
+    bounded loop until `stop()`; duplicate keys, deadlocks and lock-wait timeouts (the server
+    rolled the statement back, nothing was written) are expected and counted as conflicts."""
 
     def __init__(
         self,
@@ -310,7 +324,9 @@ class Writers:
                         break
                     try:
                         self._step(cur, rng)
-                    except pymysql.err.IntegrityError:
+                    except pymysql.err.MySQLError as exc:
+                        if not _is_conflict(exc):
+                            raise
                         conflicts += 1
                     ops += 1
                     if self._pause:
