@@ -54,6 +54,7 @@ from binlake.offsets import BinlogOffset, ChangePosition, bytes_behind, on_linea
 from binlake.reconnect import MAX_BACKOFF_S, is_transient, reconnecting
 from binlake.row_images import (
     ImageDecoder,
+    column_layout,
     count_images,
     decode_images,
     image_decoder,
@@ -77,11 +78,6 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find first log fi
 ER_CONNECTION_KILLED = 4052  # MariaDB: another replica connected with our server_id
 ER_SPECIFIC_ACCESS_DENIED = 1227  # e.g. a binlog dump without REPLICATION SLAVE
 
-
-#: Column attributes of python-mysql-replication's table map that shape a row image.
-_LAYOUT_ATTRIBUTES = (
-    "name", "max_length", "length_size", "fsp", "precision", "decimals", "bytes", "size",
-)  # fmt: skip
 #: Event types the library cannot decode and would drop silently, and the setting behind each.
 _UNREADABLE_EVENT_TYPES = {
     **dict.fromkeys(range(165, 172), "log_bin_compress=ON (MariaDB compressed events)"),
@@ -125,7 +121,7 @@ class _TableDecoder:
         return schema, list(decode_images(decoder, body))
 
     def _decoder_for(self, table_id: int, columns: list[Any]) -> tuple[TableSchema, ImageDecoder]:
-        layout = (table_id, *(_column_layout(c) for c in columns))
+        layout = (table_id, *map(column_layout, columns))
         found = self._decoders.get(layout)
         if found is None:
             schema = self._layout_schema(columns)
@@ -204,10 +200,6 @@ def _table_map_once(
 
 
 TableMapEvent.__init__ = _table_map_once
-
-
-def _column_layout(column: Any) -> tuple[Any, ...]:
-    return (column.type, *(getattr(column, a, None) for a in _LAYOUT_ATTRIBUTES))
 
 
 def _open(

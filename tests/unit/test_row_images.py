@@ -57,6 +57,22 @@ def test_not_null_run_nullable_columns_and_strings() -> None:
     assert list(decode_images(decode, first + second)) == [(7, -3, "héllo"), (8, None, None)]
 
 
+def test_a_decoder_is_generated_once_per_schema_and_layout() -> None:
+    """Reads share decoders: an equal schema and layout (new map objects, as each read parses its
+    own) get the decoder generated first; a layout that differs in an attribute the image depends
+    on (here the length bytes of a VARCHAR) gets its own, which reads its own bytes; so does
+    another schema of the same layout."""
+    schema = table(ID, Column("s", "varchar", "varchar(300)", True, charset="utf8mb4"))
+    wide = image_decoder(schema, [Mapped(LONGLONG), Mapped(VARCHAR, 1200)])
+    assert image_decoder(schema, [Mapped(LONGLONG), Mapped(VARCHAR, 1200)]) is wide
+    narrow = image_decoder(schema, [Mapped(LONGLONG), Mapped(VARCHAR, 200)])  # one length byte
+    assert narrow is not wide
+    image = b"\x00" + struct.pack("<q", 1) + bytes([2]) + b"ab"
+    assert list(decode_images(narrow, image)) == [(1, "ab")]
+    latin = table(ID, Column("s", "varchar", "varchar(300)", True, charset="latin1"))
+    assert image_decoder(latin, [Mapped(LONGLONG), Mapped(VARCHAR, 1200)]) is not wide
+
+
 def test_unsigned_columns_decode_unsigned_and_bigint_unsigned_as_decimal() -> None:
     schema = table(
         Column("u", "bigint", "bigint(20) unsigned", False),
