@@ -17,6 +17,7 @@ _SYSTEMS = [
     ("binlake_p1_rows_s", "binlake p1\n→ Delta"),
     ("binlake_p2_rows_s", "binlake p2\n→ Delta"),
     ("binlake_p2_under_load_rows_s", "binlake p2 + 500\nupdates/s → Delta"),
+    ("jdbc_p2_key_stats_under_load_rows_s", "B' + 500\nupdates/s → Delta"),
 ]
 
 
@@ -189,6 +190,8 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                 "; ".join(x for x in (note, on_equal_terms) if x),
             )
         )
+        jdbc_loaded = sn.get("jdbc_key_stats_under_load_over_unloaded")
+        beside = None if jdbc_loaded is None else f"B' under the same load: {jdbc_loaded}× B'"
         out.append(
             _ratio(
                 "snapshot.binlake_p2_under_load_rows_s",
@@ -198,7 +201,7 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                 "snapshot.binlake_p2_rows_s",
                 sn["binlake_p2_rows_s"],
                 True,
-                note,
+                "; ".join(x for x in (note, beside) if x),
             )
         )
     mt = r.get("many_tables")

@@ -266,7 +266,9 @@ class Bench:
             raise RuntimeError(f"the {driver} chunk reader read {rows} rows, expected {self.rows}")
         return rows / seconds
 
-    def binlake_under_load(self, spark, rep: int) -> float:
+    def under_load(self, copy: Callable[[], float]) -> float:
+        """`copy()`'s rows/s while a thread with its own connection runs `update_rate`
+        single-row updates/s (the rate achieved is kept with the samples)."""
         from bench.data import Updater
 
         with _conn(self) as cur:
@@ -275,7 +277,7 @@ class Bench:
         updater = Updater(self.password or "", self.port, low, high, rate=self.update_rate)
         updater.start()
         try:
-            rows_s = self.binlake_snapshot(spark, 2, f"binlake-p2-load-{rep}")
+            rows_s = copy()
         finally:
             achieved = updater.stop()
         self.samples.setdefault("_updater_rate", []).append(achieved)
@@ -1551,7 +1553,16 @@ def main() -> int:
         (
             "binlake_p2_under_load_rows_s",
             "binlake p2 under load",
-            lambda rep: bench.binlake_under_load(spark, rep),
+            lambda rep: bench.under_load(
+                lambda: bench.binlake_snapshot(spark, 2, f"binlake-p2-load-{rep}")
+            ),
+        ),
+        (
+            "jdbc_p2_key_stats_under_load_rows_s",
+            "Spark JDBC p2 -> Delta, key stats, under load",
+            lambda rep: bench.under_load(
+                lambda: bench.jdbc(spark, rep, {STATS_COLUMNS: "c_customer_sk"})
+            ),
         ),
         (
             "binlake_p1_rows_s",
@@ -1815,6 +1826,9 @@ def summarise(bench, stamp, load_s, stream, monitor, info) -> dict[str, Any]:
     snap["p2_over_p1"] = round(snap["binlake_p2_rows_s"] / snap["binlake_p1_rows_s"], 3)
     snap["under_load_over_p2"] = round(
         snap["binlake_p2_under_load_rows_s"] / snap["binlake_p2_rows_s"], 3
+    )
+    snap["jdbc_key_stats_under_load_over_unloaded"] = round(
+        snap["jdbc_p2_key_stats_under_load_rows_s"] / snap["jdbc_p2_key_stats_rows_s"], 3
     )
     if "reader_mysqldb_rows_s" in snap:
         snap["reader_pymysql_vs_mysqldb"] = round(
