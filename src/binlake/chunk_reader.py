@@ -24,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pymysql
 
 from binlake.binlog import read_changes
@@ -259,18 +261,44 @@ class ChunkReader:
         touched.update(
             apply_changes({}, changes, table.key_of, lambda r: chunk.contains(r[split], order))
         )
-        key_normalizers = [(i, self.mappings[i].normalize) for i in table.key_indexes]
-        untouched = [r for r in raw if tuple(n(r[i]) for i, n in key_normalizers) not in touched]
+        selected = _columns(self.mappings, raw)
+        kept = untouched_rows(self.mappings, table, raw, selected, touched)
         replaced = [row for row in touched.values() if row is not None]
         columns = [
-            pa.concat_arrays(
-                [column, mapping.to_arrow([row[i] for row in replaced], normalized=True)]
-            )
-            for i, (mapping, column) in enumerate(
-                zip(self.mappings, _columns(self.mappings, untouched), strict=True)
-            )
+            pa.concat_arrays([column.filter(kept), m.to_arrow([r[i] for r in replaced], True)])
+            for i, (m, column) in enumerate(zip(self.mappings, selected, strict=True))
         ]
         return ChunkRead(chunk_id, lw, hw, columns, len(changes))
+
+
+def untouched_rows(
+    mappings: Sequence[ColumnMapping],
+    table: TableSchema,
+    raw: Sequence[Row],
+    selected: Sequence[pa.Array],
+    touched: Mapping[RowKey, object],
+) -> pa.BooleanArray:
+    """Which selected rows (`raw`, and `selected`, their Arrow columns) keep their values: those
+    whose key the binlog window did not touch.
+
+    A key is compared as the window's keys are, normalised in Python, but only on the rows whose
+    first key column holds one of the touched keys' first values: one C-level `is_in` over the
+    chunk's Arrow column finds them (checking every row of a chunk in Python cost more than its
+    binlog replay). Floating-point keys are all compared: Arrow tells -0.0 from 0.0, Python
+    does not."""
+    first = table.key_indexes[0]
+    if pa.types.is_floating(selected[first].type):
+        candidates: Iterable[int] = range(len(raw))
+    else:
+        values = mappings[first].to_arrow([key[0] for key in touched], normalized=True)
+        hits = pc.fill_null(pc.is_in(selected[first], value_set=values), False)
+        candidates = pc.indices_nonzero(hits).to_pylist()
+    normalizers = [(i, mappings[i].normalize) for i in table.key_indexes]
+    kept = [True] * len(raw)
+    for index in candidates:
+        if tuple(n(raw[index][i]) for i, n in normalizers) in touched:
+            kept[index] = False
+    return pa.array(kept, pa.bool_())
 
 
 def _columns(mappings: tuple[ColumnMapping, ...], rows: Any) -> list[pa.Array]:
