@@ -11,14 +11,16 @@ BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TABLES (200; 0 skips t
 scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_ROWS (2),
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
-(stream | many_tables | backlog | startup | merge_source | small_merges | rewrite_drift),
+(stream | many_tables | backlog | startup | merge_source | small_merges | rewrite_drift |
+history_reads),
 BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_MERGE_SOURCE_BEFORE (reads: the batch's reads alone),
 BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_BEFORE
 (compiled | interpreted), BENCH_SMALL_MERGE_KEYS (1,2: keys per batch, in turn), BENCH_CODEGEN
 (compiled: the stream never interprets nor rewrites, as before `sink.SMALL_SILVER_BYTES` and
 `sink.REWRITE_BYTES`), BENCH_REWRITE_BYTES (the sink's `REWRITE_BYTES` for the run),
 BENCH_SILVER_FILE_ROWS (`silver.SILVER_FILE_ROWS` for the run),
-BENCH_DRIFT_BATCHES (60), BENCH_DRIFT_KEYS (3: keys per batch), BENCH_TAG (suffix of the
+BENCH_DRIFT_BATCHES (60), BENCH_DRIFT_KEYS (3: keys per batch), BENCH_HISTORY_DELAYS_MS
+(5,20), BENCH_HISTORY_ROUNDS (5), BENCH_TAG (suffix of the
 result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 """
@@ -1503,7 +1505,7 @@ def main() -> int:
     only = os.environ.get("BENCH_ONLY", "")
     alone = (
         "stream", "many_tables", "backlog", "startup", "merge_source", "small_merges",
-        "rewrite_drift",
+        "rewrite_drift", "history_reads",
     )  # fmt: skip
     if only not in ("", *alone):
         sys.exit(f"BENCH_ONLY={only!r}: expected one of {', '.join(alone)}")
@@ -1524,6 +1526,8 @@ def main() -> int:
         return main_small_merges(bench, f"small-merges-{stamp}")
     if only == "rewrite_drift":
         return main_rewrite_drift(bench, f"rewrite-drift-{stamp}")
+    if only == "history_reads":
+        return main_history_reads(f"history-reads-{stamp}")
     say(
         f"{bench.rows:,} rows, {bench.reps} repetitions, chunk_size {bench.chunk_size}, "
         f"burst {bench.burst:,}, results bench/results/{stamp}.*"
@@ -1779,6 +1783,21 @@ def measure_startup(monitor) -> dict[str, Any] | None:
         f"with the class archive, {figures.get('without_archive_first_write_s')} s without"
     )
     return figures
+
+
+def main_history_reads(stamp: str) -> int:
+    """`BENCH_ONLY=history_reads`: a batch's schema-history reads, one after another against
+    several at once (bench/history_reads.py), written to
+    bench/results/history-reads-<date>[-tag].json/.md."""
+    from bench import report
+    from bench.history_reads import history_reads, history_reads_markdown
+
+    results = {"date": stamp, **history_reads()}
+    text = history_reads_markdown(results)
+    for p in report.write_alone(RESULTS, stamp, results, text):
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(text, flush=True)
+    return 0
 
 
 def main_startup(stamp: str) -> int:

@@ -166,11 +166,13 @@ class StreamSpec:
         floor at or below which each table's rows are already applied.
 
         Spark runs this in a Python process of its own, without a JVM: the files are read
-        with `ArrowFiles`."""
+        with `ArrowFiles`, every joined table's history before every batch, so they are read
+        `FILE_THREADS` at once (`SchemaHistory.entries_of`): each is a listing and a read, and on
+        a `/Volumes` mount or an object store a call takes milliseconds to tens of them."""
         files = ArrowFiles()
         history = SchemaHistory(self.history_root, files)
         joined = StreamTables(self.tables_path, files).read()
-        entries = {t: tuple(history.entries(t)) for t in joined}
+        entries = {t: tuple(found) for t, found in history.entries_of(joined).items()}
         floors = {t: since for t, since in joined.items() if since is not None}
         for table, marks in self.marks.items():
             floors[table] = max(floors.get(table, marks.min_hw), marks.min_hw)
