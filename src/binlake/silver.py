@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -481,9 +482,9 @@ class TableApply:
     Both are idempotent by the offsets they compare: the MERGE updates only with newer
     changes, the changelog appends only changes it does not hold. Their fixed cost is one small
     aggregate (the count, key and offset ranges and, for a single-column key, the key list and
-    whether any key repeats: a batch of distinct keys needs no collapse) plus the two commits.
-    The MERGE condition
-    names the batch's keys (their list, or their range) as a target-only predicate, so Delta
+    whether any key repeats: a batch of distinct keys needs no collapse), computed on the driver
+    from the change records where the batch's summary collected them (`records`), plus the two
+    commits. The MERGE condition names the batch's keys (their list, or their range) as a target-only predicate, so Delta
     skips the silver files that cannot hold them instead of scanning the whole table.
     """
 
@@ -495,6 +496,7 @@ class TableApply:
         applied_before: tuple[str, str] | None = None,
         ends: ChangelogEnds | None = None,
         spread: Spread | None = None,
+        records: Sequence[Row] | None = None,
     ) -> None:
         self.config = config
         self.table = lake_view(config.source, table)  # the images hold what lands
@@ -507,6 +509,9 @@ class TableApply:
         self.ends = ends if ends is not None else ChangelogEnds()
         #: The table's row changes in the batch and how its partitions hold them, where known.
         self.spread = spread
+        #: The change records `__call__` is given, where the batch's summary collected them
+        #: (`sink.batch_summary`): their summary is computed from them, not by a Spark job.
+        self.records = records
 
     def __call__(self, changes: DataFrame) -> int:
         if self.spread is not None and self.spread.tasks is not None:
@@ -519,7 +524,7 @@ class TableApply:
             typed = filtered_changes(typed, self.columns, predicate)
         typed = typed.persist()
         try:
-            summary = self._summary(typed)
+            summary = self._collected_summary() or self._summary(typed)
             count = int(summary["count"])
             if not count:
                 return 0
@@ -560,7 +565,15 @@ class TableApply:
     def _key_type(self, key: str) -> T.DataType:
         return self.columns[key].dataType
 
-    def _summary(self, typed: DataFrame) -> Row:
+    def _collected_summary(self) -> Mapping[str, Any] | None:
+        """`_summary` of the collected `records`, where Python computes it exactly: no row filter
+        (a Spark predicate) drops any of them, and every key column is of a type whose JSON value
+        is the typed value (`summary_of_records`); else None."""
+        if self.records is None or self.config.source.row_filter_of(self.table.qualified):
+            return None
+        return summary_of_records(self.records, self.table, self.columns)
+
+    def _summary(self, typed: DataFrame) -> dict[str, Any]:
         limit = MERGE_KEY_LIST_LIMIT + 1
         key = self.table.key
         bounds = [
@@ -583,9 +596,10 @@ class TableApply:
         else:
             keys = [F.lit(False).alias("unique_keys")]
         offsets = [F.min("_offset").alias("offset_lo"), F.max("_offset").alias("offset_hi")]
-        return typed.agg(F.count(F.lit(1)).alias("count"), *bounds, *offsets, *keys).collect()[0]
+        row = typed.agg(F.count(F.lit(1)).alias("count"), *bounds, *offsets, *keys).collect()[0]
+        return row.asDict()
 
-    def _append_changelog(self, typed: DataFrame, summary: Row) -> None:
+    def _append_changelog(self, typed: DataFrame, summary: Mapping[str, Any]) -> None:
         """Append the changes the changelog does not hold: those of the batch's offset range
         it holds (a replay, a repeated join, a new checkpoint reading from an older offset)
         are read by their file statistics, usually none, and left out. Unless `ChangelogEnds`
@@ -623,7 +637,7 @@ class TableApply:
         if not existed:
             apply_layout(spark, self.config, self.table, changelog, cluster=False)
 
-    def _merge(self, typed: DataFrame, summary: Row) -> None:
+    def _merge(self, typed: DataFrame, summary: Mapping[str, Any]) -> None:
         """The batch's last change per key, merged into silver unless silver holds a newer one
         (a replayed batch changes nothing). Source columns are `s` + silver's name, the change's
         operation is `s` alone: `LakeTable.merge` names silver's columns unqualified."""
@@ -650,7 +664,12 @@ class TableApply:
                 collapsed.unpersist()
 
     def _merge_from(
-        self, silver: LakeTable, collapsed: DataFrame, summary: Row, names: list[str], s: str
+        self,
+        silver: LakeTable,
+        collapsed: DataFrame,
+        summary: Mapping[str, Any],
+        names: list[str],
+        s: str,
     ) -> None:
         """The MERGE of `collapsed` (one change per key, columns named `s` + silver's)."""
 
@@ -694,7 +713,7 @@ class TableApply:
             )
         merge.merge()
 
-    def _target_keys(self, summary: Row) -> Column:
+    def _target_keys(self, summary: Mapping[str, Any]) -> Column:
         """A target-only predicate naming the batch's keys: their list when short, else their
         range. The values are typed literals (never SQL text; see `typemap.exact_key`), which
         Delta uses to skip files by statistics."""
@@ -714,6 +733,52 @@ class TableApply:
             low, high = (key_literal(summary[f"{e}_{j}"], kind) for e in ("lo", "hi"))
             within = within & F.col(column_name(k)).between(low, high)
         return within
+
+
+#: Key types whose value in a change record's JSON image (`change_record`) is the value
+#: `TableApply._summary` collects: integers as JSON numbers, text as JSON strings. Others
+#: (decimals as text, dates, instants, bytes, floats) are summarised by Spark.
+_KEYS_AS_JSON = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.StringType)
+
+
+def summary_of_records(
+    records: Sequence[Row], table: TableSchema, columns: T.StructType
+) -> dict[str, Any] | None:
+    """What `TableApply._summary` computes, from `table`'s change records themselves (their
+    `_offset`, `_before` and `_after`): the count, key and offset bounds and, for a one-column
+    key, its distinct values (at most `MERGE_KEY_LIST_LIMIT` + 1) and whether none repeats. None
+    where a key column's type is not one whose JSON value is its typed value (`_KEYS_AS_JSON`).
+    An image's keys are spelt as the source spells its columns, as `typed_changes` reads them."""
+    key = table.key
+    if not all(isinstance(columns[k].dataType, _KEYS_AS_JSON) for k in key):
+        return None
+    if not records:
+        return {"count": 0}
+    spelt = {name.lower(): name for name in table.column_names}
+    fields = [spelt.get(k.lower(), k) for k in key]
+    keys = [_record_key(r, fields) for r in records]
+    offsets = [r["_offset"] for r in records]
+    summary: dict[str, Any] = {
+        "count": len(records), "offset_lo": min(offsets), "offset_hi": max(offsets),
+    }  # fmt: skip
+    for j in range(len(key)):
+        values = [k[j] for k in keys if k[j] is not None]
+        summary[f"lo_{j}"] = min(values, default=None)
+        summary[f"hi_{j}"] = max(values, default=None)
+    if len(key) == 1:
+        distinct = list(dict.fromkeys(k[0] for k in keys if k[0] is not None))
+        summary["keys"] = distinct[: MERGE_KEY_LIST_LIMIT + 1]
+        summary["unique_keys"] = len(distinct) == len(records)
+    else:
+        summary["unique_keys"] = False
+    return summary
+
+
+def _record_key(record: Row, fields: list[str]) -> tuple[Any, ...]:
+    """A change record's key values (after image; before image for deletes, as `_key_of`)."""
+    after = orjson.loads(record["_after"]) if record["_after"] is not None else {}
+    before = orjson.loads(record["_before"]) if record["_before"] is not None else {}
+    return tuple(after[f] if after.get(f) is not None else before.get(f) for f in fields)
 
 
 def _last_per_key(flat: DataFrame, key: tuple[str, ...], s: str) -> DataFrame:

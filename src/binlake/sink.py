@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -25,7 +26,7 @@ import pymysql
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from binlake.change_record import CHANGE_SCHEMA, DDL
+from binlake.change_record import CHANGE_SCHEMA, DDL, META_FIELDS
 from binlake.config import Config
 from binlake.errors import BinlakeError, UnfollowableChange
 from binlake.events import attach, event
@@ -190,6 +191,7 @@ class BatchSink:
             _, seconds = timed(
                 apply_table_changes, batch.sparkSession, self.config, self.history, self.joined,
                 batch, name, own, applied_before, self.ends, summary.spread(name),
+                summary.records_of(name),
             )  # fmt: skip
             return name, seconds
 
@@ -207,25 +209,29 @@ def apply_table_changes(
     applied_before: tuple[str, str] | None = None,
     ends: ChangelogEnds | None = None,
     spread: Spread | None = None,
+    records: list[Row] | None = None,
 ) -> None:
     """One table's rows and DDL of `batch`, segment by segment in binlog order
-    (`applied_before`, `ends`, `spread`: the table's row changes in `batch`, see
+    (`applied_before`, `ends`, `spread`, `records`: the table's row changes in `batch`, see
     `TableApply`)."""
     rows = batch.where((F.col("_table") == name) & (F.col("_op") != DDL))
     bounds = [d.offset for d in ddl]
     for index, (low, high) in enumerate(zip([None, *bounds], [*bounds, None], strict=True)):
-        segment = rows
+        segment, own = rows, records
         if low is not None:
             segment = segment.where(F.col("_offset") > position_token(low, 0))
+            own = own and [r for r in own if r["_offset"] > position_token(low, 0)]
         if high is not None:
             segment = segment.where(F.col("_offset") < position_token(high, 0))
+            own = own and [r for r in own if r["_offset"] < position_token(high, 0)]
         schema = _segment_schema(history, name, ddl, index)
         if schema is not None:
             columns = data_columns(spark, silver_table(config, schema), config, schema.qualified)
             if columns is None:
                 require_silver(spark, config, schema)
             else:
-                TableApply(config, schema, columns, applied_before, ends, spread)(segment)
+                apply = TableApply(config, schema, columns, applied_before, ends, spread, own)
+                apply(segment)
         if index < len(ddl) and not _apply_ddl(spark, config, history, joined, ddl[index]):
             return  # the table went back to its snapshot, which holds its later rows
 
@@ -284,16 +290,40 @@ class BatchSummary:
     most_in_a_read: dict[str, int]
     newest: int | None  # the newest change's commit time
     ddl: list[SchemaChange]  # in binlog order: each table's segments are cut at them
+    #: Each table's row change records, for a batch collected whole (`SMALL_BATCH_RECORDS`),
+    #: a table with none included; None: not collected.
+    records: dict[str, list[Row]] | None = None
 
     def spread(self, table: str) -> Spread | None:
         if table not in self.counts:
             return None
         return Spread(self.counts[table], self.most_in_a_read[table])
 
+    def records_of(self, table: str) -> list[Row] | None:
+        """`table`'s row change records, if the batch was collected and none of their images
+        was left out for its length (`IMAGE_BYTES`)."""
+        if self.records is None:
+            return None
+        own = self.records.get(table, [])
+        return None if any(r["_long"] for r in own) else own
+
+
+#: A batch of at most this many change records is collected whole by its summary's one Spark job
+#: (no shuffle), and each table's segments are summarised from the records (`TableApply`)
+#: instead of by a Spark job each: a small batch's latency is mostly such fixed costs.
+SMALL_BATCH_RECORDS = 1000
+#: An image longer than this (a TEXT or BLOB value) is left out of the collected records, so a
+#: small batch of wide rows stays small on the driver; its table is summarised by Spark.
+IMAGE_BYTES = 4096
+
 
 def batch_summary(batch: DataFrame) -> BatchSummary:
     """The batch's counts, newest commit time and DDL from one Spark job: a batch of a few
-    changes costs a few small jobs in all, and each is a fixed cost of its latency."""
+    changes costs a few small jobs in all, and each is a fixed cost of its latency. A small batch
+    (`SMALL_BATCH_RECORDS`) is collected, and its records summarised on the driver."""
+    collected = _small_batch(batch)
+    if collected is not None:
+        return _summary_of(collected)
     ddl_fields = ["_table", "_file", "_pos", "_before", "_after", "_ts"]
     is_ddl = F.col("_op") == DDL
     summary = (
@@ -314,6 +344,49 @@ def batch_summary(batch: DataFrame) -> BatchSummary:
     newest = max((r["ts"] for r in summary), default=None)
     ddl = _in_binlog_order([d for r in summary for d in r["ddl"]])
     return BatchSummary(counts, most, newest, ddl)
+
+
+def _small_batch(batch: DataFrame) -> list[Row] | None:
+    """The batch's records with the partition (read) of each, if it holds at most
+    `SMALL_BATCH_RECORDS`: images longer than `IMAGE_BYTES` as NULL and `_long` set (a DDL's
+    whole), so a batch of a few wide rows does not fill the driver.
+
+    Each partition sends at most one record past the bound, all partitions at once: a `limit`
+    would read the first partition alone and then the others, and a large batch's reads would
+    no longer run side by side."""
+    is_ddl = F.col("_op") == DDL
+    images = [
+        F.when(is_ddl | (F.length(image) <= IMAGE_BYTES), F.col(image)).alias(image)
+        for image in ("_before", "_after")
+    ]
+    long = ~is_ddl & ((F.length("_before") > IMAGE_BYTES) | (F.length("_after") > IMAGE_BYTES))
+    read = F.spark_partition_id()
+    index_in_read = F.monotonically_increasing_id() - read.cast("long") * 2**33
+    rows = (
+        batch.select(
+            *(f.name for f in META_FIELDS), *images,
+            F.coalesce(long, F.lit(False)).alias("_long"), read.alias("_read"),
+        )
+        .where(index_in_read <= SMALL_BATCH_RECORDS)
+        .collect()
+    )  # fmt: skip
+    return rows if len(rows) <= SMALL_BATCH_RECORDS else None
+
+
+def _summary_of(records: list[Row]) -> BatchSummary:
+    """`batch_summary` of a batch's collected records (`_small_batch`)."""
+    changes = [r for r in records if r["_op"] != DDL]
+    per_read = Counter((r["_table"], r["_read"]) for r in changes)
+    counts = dict(Counter(r["_table"] for r in changes))
+    most: dict[str, int] = {}
+    for (table, _), n in per_read.items():
+        most[table] = max(most.get(table, 0), n)
+    newest = max((r["_ts"] for r in records), default=None)
+    ddl = _in_binlog_order([r for r in records if r["_op"] == DDL])
+    own: dict[str, list[Row]] = {}
+    for r in changes:
+        own.setdefault(r["_table"], []).append(r)
+    return BatchSummary(counts, most, newest, ddl, own)
 
 
 def _in_binlog_order(rows: list[Row]) -> list[SchemaChange]:
@@ -385,7 +458,7 @@ def join_ready_tables(
         own = [d for d in caught_up.summary.ddl if d.table == name]
         apply_table_changes(
             spark, config, history, registry, caught_up.frame, name, own, ends=ends,
-            spread=caught_up.summary.spread(name),
+            spread=caught_up.summary.spread(name), records=caught_up.summary.records_of(name),
         )  # fmt: skip
 
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
+from binlake import jobs, sink
 from binlake.change_record import DDL
 from binlake.offsets import BinlogOffset
 from binlake.silver import CHANGES_PER_TASK
@@ -81,6 +81,7 @@ def test_a_batch_is_cut_between_transactions_into_reads_that_yield_what_one_read
     database: str,
     make_config: Callable[..., Any],
     sql: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     config = _snapshotted(spark, make_config, sql)
     start = _head(db_env)
@@ -112,11 +113,24 @@ def test_a_batch_is_cut_between_transactions_into_reads_that_yield_what_one_read
     spark.dataSource.register(binlog_source(bounded, spec.plan(start, end)))
     batch = spark.read.format(bounded.name).load()
     assert batch.rdd.getNumPartitions() == len(reads)
-    summary = batch_summary(batch)
     per_read = [Counter(r["_table"] for r in rows if r["_op"] != DDL) for rows in in_reads]
-    assert summary.counts == dict(sum(per_read, Counter()))
-    assert summary.most_in_a_read == {t: max(c[t] for c in per_read) for t in summary.counts}
-    assert [d.offset for d in summary.ddl] == [ddl]
+    # Summarised by Spark, and collected whole as a small batch is: the same summary.
+    monkeypatch.setattr(sink, "SMALL_BATCH_RECORDS", 0)
+    by_spark = batch_summary(batch)
+    monkeypatch.setattr(sink, "SMALL_BATCH_RECORDS", len(whole))
+    collected = batch_summary(batch)
+    assert by_spark.records is None and collected.records is not None
+    for summary in (by_spark, collected):
+        assert summary.counts == dict(sum(per_read, Counter()))
+        assert summary.most_in_a_read == {t: max(c[t] for c in per_read) for t in summary.counts}
+        assert [d.offset for d in summary.ddl] == [ddl]
+    assert (collected.newest, collected.ddl) == (by_spark.newest, by_spark.ddl)
+    offsets = {t: sorted(r["_offset"] for r in rows) for t, rows in collected.records.items()}
+    expected: dict[str, list[str]] = {}
+    for r in whole:
+        if r["_op"] != DDL:
+            expected.setdefault(r["_table"], []).append(r["_offset"])
+    assert offsets == {t: sorted(o) for t, o in expected.items()}
 
 
 def test_a_catch_up_read_by_several_tasks_with_writes_racing_lands_each_change_once(

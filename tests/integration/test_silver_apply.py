@@ -9,6 +9,7 @@ the changelog are compared with chispa.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,8 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from binlake import silver
-from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
+from binlake import silver, sink
+from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
 from binlake.config import Config, parse_config
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import Column, TableSchema
@@ -31,7 +32,10 @@ from binlake.silver import (
     changelog_table,
     ensure_silver,
     silver_table,
+    summary_of_records,
+    typed_changes,
 )
+from binlake.sink import batch_summary
 from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
 from binlake.typemap import spark_schema
 
@@ -233,6 +237,84 @@ def test_a_batch_past_the_key_list_limit_merges_by_key_range(
     assert_df_equality(
         _silver(spark, config, ITEMS), _rows(spark, ITEMS, expected), ignore_row_order=True
     )
+
+
+TAGS = TableSchema(
+    "shop",
+    "tags",
+    (
+        Column("tag", "varchar", "varchar(10)", False, charset="utf8mb4"),
+        Column("n", "int", "int(11)", True),
+    ),
+    ("tag",),
+    "tag",
+)
+
+
+@pytest.mark.parametrize(
+    ("table", "changes"),
+    [
+        (ITEMS, [
+            ("insert", 400, None, (7, "pen", Decimal("1.50"))),
+            ("delete", 300, (3, "ink", None), None),
+            ("update", 500, (5, "a", None), (5, "b", Decimal(2))),
+            ("update", 600, (7, "pen", Decimal("1.50")), (7, "pen", Decimal(3))),  # 7 again
+        ]),
+        (ITEMS, [("insert", 100 + k, None, (k * 7919 % 1201, None, None)) for k in range(1100)]),
+        (LINES, [
+            ("insert", 100, None, (2, 1, 5)),
+            ("update", 110, (1, 9, 1), (1, 9, 2)),
+            ("delete", 120, (3, -4, 1), None),
+        ]),
+        (TAGS, [
+            ("insert", 100, None, ("Zed", 1)),
+            ("insert", 110, None, ("émile", 2)),
+            ("delete", 120, ("\U0001d11e clef", 3), None),  # past the BMP
+            ("insert", 130, None, ("apple", None)),
+        ]),
+    ],
+    ids=["int-key", "past-the-list-limit", "composite", "text"],
+)  # fmt: skip
+def test_a_collected_batchs_summary_is_the_one_spark_computes(
+    spark: SparkSession, config: Config, table: TableSchema, changes: list[Change]
+) -> None:
+    """A small batch is summarised on the driver from its collected records
+    (`summary_of_records`) instead of by `TableApply._summary`'s Spark job: both must name the
+    same keys, bounds and offsets, or the MERGE would skip files holding the batch's rows."""
+    batch = _batch(spark, table, changes)
+    apply = TableApply(config, table, spark_schema(table))
+    by_spark = apply._summary(typed_changes(batch, apply.columns, apply.table))
+    collected = summary_of_records(batch.collect(), table, spark_schema(table))
+    assert collected is not None
+    for summary in (by_spark, collected):
+        summary["keys"] = sorted(summary.get("keys") or [])
+    assert collected == by_spark
+    assert by_spark["count"] == len(changes)
+
+
+def test_a_small_batch_is_collected_without_its_long_images(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few wide rows must not fill the driver: their long images are left out of the
+    collected records, and their table is summarised by Spark; a DDL's record stays whole."""
+    monkeypatch.setattr(sink, "IMAGE_BYTES", 40)
+    wide: list[Change] = [("insert", 100, None, (1, "x" * 50, None))]
+    batch = _batch(spark, ITEMS, [*wide, ("insert", 110, None, (2, "y", None))])
+    ddl = spark.createDataFrame(
+        [("shop.other", DDL, position_token(BinlogOffset("bin.000001", 120), 0), "bin.000001", 120,
+          0, 1_700_000_001, json.dumps({"statement": "x" * 100, "kind": "create", "schema": None}),
+          None)],
+        CHANGE_SCHEMA,
+    )  # fmt: skip
+    summary = batch_summary(batch.unionByName(ddl))
+    assert summary.records_of(ITEMS.qualified) is None
+    assert summary.records_of("shop.other") == []
+    assert summary.records is not None
+    long, short = sorted(summary.records[ITEMS.qualified], key=lambda r: r["_pos"])
+    assert (long["_long"], long["_after"], short["_long"]) == (True, None, False)
+    assert short["_after"] is not None
+    assert [d.statement for d in summary.ddl] == ["x" * 100]
+    assert summary.counts == {ITEMS.qualified: 2} and summary.newest == 1_700_000_001
 
 
 def test_a_composite_key_matches_on_every_key_column(spark: SparkSession, config: Config) -> None:
