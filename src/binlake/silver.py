@@ -484,8 +484,9 @@ class TableApply:
     aggregate (the count, key and offset ranges and, for a single-column key, the key list and
     whether any key repeats: a batch of distinct keys needs no collapse), computed on the driver
     from the change records where the batch's summary collected them (`records`), plus the two
-    commits. The MERGE condition names the batch's keys (their list, or their range) as a target-only predicate, so Delta
-    skips the silver files that cannot hold them instead of scanning the whole table.
+    commits. The MERGE condition names the batch's keys (their list, or their range) as a
+    target-only predicate, so Delta skips the silver files that cannot hold them instead of
+    scanning the whole table.
     """
 
     def __init__(

@@ -115,10 +115,11 @@ def test_a_batch_is_cut_between_transactions_into_reads_that_yield_what_one_read
     assert batch.rdd.getNumPartitions() == len(reads)
     per_read = [Counter(r["_table"] for r in rows if r["_op"] != DDL) for rows in in_reads]
     # Summarised by Spark, and collected whole as a small batch is: the same summary.
-    monkeypatch.setattr(sink, "SMALL_BATCH_RECORDS", 0)
     by_spark = batch_summary(batch)
+    monkeypatch.setattr(sink, "SMALL_BATCH_RECORDS", len(whole) - 1)  # one record too many
+    assert batch_summary(batch, collect=True).records is None
     monkeypatch.setattr(sink, "SMALL_BATCH_RECORDS", len(whole))
-    collected = batch_summary(batch)
+    collected = batch_summary(batch, collect=True)
     assert by_spark.records is None and collected.records is not None
     for summary in (by_spark, collected):
         assert summary.counts == dict(sum(per_read, Counter()))

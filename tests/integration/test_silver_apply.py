@@ -306,7 +306,7 @@ def test_a_small_batch_is_collected_without_its_long_images(
           None)],
         CHANGE_SCHEMA,
     )  # fmt: skip
-    summary = batch_summary(batch.unionByName(ddl))
+    summary = batch_summary(batch.unionByName(ddl), collect=True)
     assert summary.records_of(ITEMS.qualified) is None
     assert summary.records_of("shop.other") == []
     assert summary.records is not None

@@ -5,6 +5,7 @@ is in the before image), a key changed twice (the batch then needs collapsing), 
 another case by the image, a composite key, more keys than the MERGE lists, text keys ordered as
 Spark orders them, and the key types Python cannot type as Spark does (left to Spark).
 Its equality with the Spark summary on the same batch is in tests/integration/test_silver_apply.py.
+Which batches are collected at all (`sink.collectable`): those of a small binlog range.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql import types as T
 
-from binlake import silver
+from binlake import silver, sink
 from binlake.offsets import BinlogOffset, position_token
 from binlake.schema import Column, TableSchema
 from binlake.silver import summary_of_records
@@ -150,3 +151,20 @@ def test_a_key_python_would_type_otherwise_than_spark_is_left_to_spark(
 
 def test_no_records_count_none() -> None:
     assert summary_of_records([], ITEMS, spark_schema(ITEMS)) == {"count": 0}
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "expected"),
+    [
+        (BinlogOffset("bin.000007", 4), BinlogOffset("bin.000007", 4 + 2**20), True),
+        (BinlogOffset("bin.000007", 4), BinlogOffset("bin.000007", 5 + 2**20), False),
+        # Across a rotation the bytes need the files' sizes: summarised by Spark.
+        (BinlogOffset("bin.000007", 900), BinlogOffset("bin.000008", 300), False),
+        (None, BinlogOffset("bin.000007", 300), False),  # the query's first batch
+    ],
+)
+def test_only_a_batch_of_a_small_binlog_range_is_collected(
+    start: BinlogOffset | None, end: BinlogOffset, expected: bool
+) -> None:
+    assert sink.SMALL_BATCH_BYTES == 2**20
+    assert sink.collectable(start, end) is expected
