@@ -11,11 +11,12 @@ BENCH_PROFILE_CHANGES (60,000), BENCH_SKIP_PROFILE, BENCH_TABLES (200; 0 skips t
 scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_ROWS (2),
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
-(stream | many_tables | backlog | startup | merge_source | small_merges | rewrite_drift |
-history_reads),
+(stream | many_tables | backlog | startup | merge_source | small_merges | insert_merges |
+rewrite_drift | history_reads),
 BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_MERGE_SOURCE_BEFORE (reads: the batch's reads alone),
 BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_BEFORE
-(compiled | interpreted), BENCH_SMALL_MERGE_KEYS (1,2: keys per batch, in turn), BENCH_CODEGEN
+(compiled | interpreted), BENCH_SMALL_MERGE_KEYS (1,2: keys per batch, in turn),
+BENCH_INSERT_MERGE_KEYS (1,1000: inserts per batch, in turn), BENCH_CODEGEN
 (compiled: the stream never interprets nor rewrites, as before `sink.SMALL_SILVER_BYTES` and
 `sink.REWRITE_BYTES`), BENCH_REWRITE_BYTES (the sink's `REWRITE_BYTES` for the run),
 BENCH_SILVER_FILE_ROWS (`silver.SILVER_FILE_ROWS` for the run),
@@ -1505,7 +1506,7 @@ def main() -> int:
     only = os.environ.get("BENCH_ONLY", "")
     alone = (
         "stream", "many_tables", "backlog", "startup", "merge_source", "small_merges",
-        "rewrite_drift", "history_reads",
+        "insert_merges", "rewrite_drift", "history_reads",
     )  # fmt: skip
     if only not in ("", *alone):
         sys.exit(f"BENCH_ONLY={only!r}: expected one of {', '.join(alone)}")
@@ -1524,6 +1525,8 @@ def main() -> int:
         return main_merge_source(bench, f"merge-source-{stamp}")
     if only == "small_merges":
         return main_small_merges(bench, f"small-merges-{stamp}")
+    if only == "insert_merges":
+        return main_insert_merges(bench, f"insert-merges-{stamp}")
     if only == "rewrite_drift":
         return main_rewrite_drift(bench, f"rewrite-drift-{stamp}")
     if only == "history_reads":
@@ -1725,6 +1728,15 @@ def main_small_merges(bench: Bench, stamp: str) -> int:
     from bench.small_merges import small_merges, small_merges_markdown
 
     return main_alternated(bench, stamp, "small_merges", small_merges, small_merges_markdown)
+
+
+def main_insert_merges(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=insert_merges`: batches of inserts alone applied with the MERGE's matched
+    clauses against the insert-only MERGE (bench/insert_merges.py), written to
+    bench/results/insert-merges-<date>[-tag].json/.md."""
+    from bench.insert_merges import insert_merges, insert_merges_markdown
+
+    return main_alternated(bench, stamp, "insert_merges", insert_merges, insert_merges_markdown)
 
 
 def main_rewrite_drift(bench: Bench, stamp: str) -> int:

@@ -597,7 +597,11 @@ class TableApply:
         else:
             keys = [F.lit(False).alias("unique_keys")]
         offsets = [F.min("_offset").alias("offset_lo"), F.max("_offset").alias("offset_hi")]
-        row = typed.agg(F.count(F.lit(1)).alias("count"), *bounds, *offsets, *keys).collect()[0]
+        inserts = F.coalesce(F.bool_and(F.col("_op") == "insert"), F.lit(False))
+        row = typed.agg(
+            F.count(F.lit(1)).alias("count"), *bounds, *offsets, *keys,
+            inserts.alias("inserts_only"),
+        ).collect()[0]  # fmt: skip
         return row.asDict()
 
     def _append_changelog(self, typed: DataFrame, summary: Mapping[str, Any]) -> None:
@@ -703,6 +707,14 @@ class TableApply:
                 .whenNotMatched(~deleted)
                 .insert(live)
             )
+        elif summary["inserts_only"]:
+            # Inserts alone, rows deleted for good: a key silver holds already it holds at this
+            # insert's offset or a newer one (a replay, or a chunk that read the row after it).
+            # A row held at an older offset was deleted in the source before the insert (keys are
+            # unique), and that delete reached silver: the matched clauses could never fire.
+            # Without them Delta appends what its anti-join with silver leaves, and rewrites no
+            # file.
+            merge = merge.whenNotMatched().insert(values)
         else:
             merge = (
                 merge.whenMatched(deleted & newer)
@@ -761,6 +773,7 @@ def summary_of_records(
     offsets = [r["_offset"] for r in records]
     summary: dict[str, Any] = {
         "count": len(records), "offset_lo": min(offsets), "offset_hi": max(offsets),
+        "inserts_only": all(r["_op"] == "insert" for r in records),
     }  # fmt: skip
     for j in range(len(key)):
         values = [k[j] for k in keys if k[j] is not None]
@@ -778,6 +791,8 @@ def summary_of_records(
 def _record_key(record: Row, fields: list[str]) -> tuple[Any, ...]:
     """A change record's key values (after image; before image for deletes, as `_key_of`)."""
     after = orjson.loads(record["_after"]) if record["_after"] is not None else {}
+    if all(after.get(f) is not None for f in fields):
+        return tuple(after[f] for f in fields)
     before = orjson.loads(record["_before"]) if record["_before"] is not None else {}
     return tuple(after[f] if after.get(f) is not None else before.get(f) for f in fields)
 

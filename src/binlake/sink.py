@@ -105,8 +105,8 @@ class BatchSink:
 
     def _apply(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        batch = batch.persist()
         logged = batch_end(self.files, self.checkpoint, batch_id)
+        batch = batch.persist()
         try:
             summary = batch_summary(batch, collectable(self._start_of(batch_id), logged))
             counts, ddl = summary.counts, summary.ddl

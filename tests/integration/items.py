@@ -57,30 +57,38 @@ def seed_items(sql: Any, rows: int, copy: str | None = None) -> None:
 class Racer:
     """A writer racing the stream: updates and deletes of existing rows, inserts of new ones,
     using only `id` and `qty` (which every step keeps). Errors from a DDL in flight are
-    ignored: a failed statement changed nothing."""
+    ignored: a failed statement changed nothing. `inserts_only`: an append-only table's writer,
+    inserting keys below the seeded ones and above them in turn (the first chunk and the last)."""
 
     def __init__(
-        self, db_env: dict[str, str], database: str, table: str = "items", pause: float = 0.01
+        self,
+        db_env: dict[str, str],
+        database: str,
+        table: str = "items",
+        pause: float = 0.01,
+        inserts_only: bool = False,
     ) -> None:
         self.db_env, self.database, self.table, self.pause = db_env, database, table, pause
+        self.inserts_only = inserts_only
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.rng = random.Random(7)
-        self.next_id = 10_000
+        self.next_id, self.low_id = 10_000, 0
         self.statements = 0  # executed so far
 
     def _statement(self) -> tuple[str, tuple[Any, ...]]:
-        roll = self.rng.random()
+        roll = 1.0 if self.inserts_only else self.rng.random()
         key = self.rng.randint(1, 400)
         if roll < 0.6:
             return f"UPDATE `{self.table}` SET qty = qty + 1 WHERE id = %s", (key,)
         if roll < 0.8:
             return f"DELETE FROM `{self.table}` WHERE id = %s", (key,)
+        insert = f"INSERT INTO `{self.table}` (id, name, qty, price) VALUES (%s, 'racer', 1, 1.50)"
+        if self.inserts_only and self.statements % 2:
+            self.low_id -= 1
+            return insert, (self.low_id,)
         self.next_id += 1
-        return (
-            f"INSERT INTO `{self.table}` (id, name, qty, price) VALUES (%s, 'racer', 1, 1.50)",
-            (self.next_id,),
-        )
+        return insert, (self.next_id,)
 
     def _run(self) -> None:
         with connect(self.db_env, self.database) as conn, conn.cursor() as cur:

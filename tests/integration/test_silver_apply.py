@@ -492,3 +492,60 @@ def test_a_merge_reads_only_the_silver_files_that_can_hold_its_keys(
     kept = silver_table(config, ITEMS).read(spark).where(F.col("id") > 100)  # skips the gone
     changed = kept.where(F.col("name") == "b").select("id")
     assert sorted(r["id"] for r in changed.collect()) == [150, 250, 299]
+
+
+def _merge_clauses(spark: SparkSession, config: Config, table: TableSchema) -> list[str]:
+    """The clause kinds of silver's last commit, a MERGE (Delta's operation parameters)."""
+    last = spark.sql(f"DESCRIBE HISTORY {silver_table(config, table).sql} LIMIT 1").first()
+    assert last is not None and last["operation"] == "MERGE"
+    parameters = last["operationParameters"]
+    return [
+        kind
+        for kind in ("matchedPredicates", "notMatchedPredicates")
+        if json.loads(parameters.get(kind, "[]"))
+    ]
+
+
+def test_a_batch_of_inserts_alone_is_an_insert_only_merge_that_never_lands_an_older_image(
+    spark: SparkSession, config: Config
+) -> None:
+    """A batch of inserts alone (hard deletes) MERGEs without matched clauses, which it could
+    never fire: a key silver holds already it holds at the insert's offset (a replay) or a newer
+    one (a chunk, or a batch, that saw the row after the insert). Neither may land the older
+    image nor a second row of the key; a batch with an update keeps its matched clauses."""
+    ensure_silver(spark, config, ITEMS, from_bronze=False)
+    first: list[Change] = [("insert", 100 + k, None, (k, f"n{k}", Decimal(k))) for k in (1, 2)]
+    _apply(spark, config, ITEMS, first)
+    assert _merge_clauses(spark, config, ITEMS) == ["notMatchedPredicates"]
+    _apply(spark, config, ITEMS, [("update", 200, (1, "n1", Decimal(1)), (1, "u1", Decimal(1)))])
+    assert _merge_clauses(spark, config, ITEMS) == ["matchedPredicates", "notMatchedPredicates"]
+    # Key 1 was updated at 200: the replayed insert at 101 meets the newer row and is dropped,
+    # as is key 2's own insert; key 3 is new.
+    _apply(spark, config, ITEMS, [*first, ("insert", 300, None, (3, "n3", None))])
+    assert _merge_clauses(spark, config, ITEMS) == ["notMatchedPredicates"]
+    expected = [(1, "u1", Decimal(1)), (2, "n2", Decimal(2)), (3, "n3", None)]
+    assert_df_equality(
+        _silver(spark, config, ITEMS), _rows(spark, ITEMS, expected), ignore_row_order=True
+    )
+    offsets = silver_table(config, ITEMS).read(spark).orderBy("id").select(OFFSET_COLUMN)
+    assert [r[0] for r in offsets.collect()] == [
+        position_token(BinlogOffset("bin.000001", pos), 0) for pos in (200, 102, 300)
+    ]
+
+
+def test_under_soft_deletes_an_insert_alone_makes_its_deleted_key_live_again(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A soft-deleted key's row stays in silver, so a later insert of the key must match it and
+    make it live: a batch of inserts alone keeps its matched clauses under soft deletes."""
+    config = parse_config({
+        "source": {"database": "shop"}, "lake": {"root": str(tmp_path)},
+        "silver": {"deletes": "soft"},
+    })  # fmt: skip
+    ensure_silver(spark, config, ITEMS, from_bronze=False)
+    _apply(spark, config, ITEMS, [("insert", 100, None, (1, "pen", Decimal(1)))])
+    _apply(spark, config, ITEMS, [("delete", 200, (1, "pen", Decimal(1)), None)])
+    _apply(spark, config, ITEMS, [("insert", 300, None, (1, "pen again", Decimal(2)))])
+    assert _merge_clauses(spark, config, ITEMS) == ["matchedPredicates", "notMatchedPredicates"]
+    rows = silver_table(config, ITEMS).read(spark).select("id", "name", "_deleted_at").collect()
+    assert [tuple(r) for r in rows] == [(1, "pen again", None)]

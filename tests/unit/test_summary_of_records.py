@@ -1,9 +1,10 @@
 """`silver.summary_of_records`: a small batch's per-table summary computed from its collected
 change records on the driver, in place of `TableApply._summary`'s Spark job. The cases are the
 ones that would make the MERGE miss or double a row if the summary were wrong: deletes (the key
-is in the before image), a key changed twice (the batch then needs collapsing), a key spelt in
-another case by the image, a composite key, more keys than the MERGE lists, text keys ordered as
-Spark orders them, and the key types Python cannot type as Spark does (left to Spark).
+is in the before image), a batch of inserts alone told from one with another change (its MERGE
+drops the matched clauses), a key changed twice (the batch then needs collapsing), a key spelt
+in another case by the image, a composite key, more keys than the MERGE lists, text keys
+ordered as Spark orders them, and the key types Python cannot type as Spark does (left to Spark).
 Its equality with the Spark summary on the same batch is in tests/integration/test_silver_apply.py.
 Which batches are collected at all (`sink.collectable`): those of a small binlog range.
 """
@@ -65,6 +66,31 @@ def test_a_deleted_key_is_read_from_the_before_image() -> None:
     assert summary["unique_keys"] is True
     assert summary["offset_lo"] == records[1]["_offset"]
     assert summary["offset_hi"] == records[2]["_offset"]
+    assert summary["inserts_only"] is False
+
+
+@pytest.mark.parametrize(
+    ("ops", "inserts_only"),
+    [
+        (["insert", "insert", "insert"], True),
+        (["insert", "update", "insert"], False),  # an update: the MERGE needs matched clauses
+        (["insert", "insert", "delete"], False),  # the last one: all of them are looked at
+    ],
+)
+def test_a_batch_is_inserts_only_when_every_change_is_an_insert(
+    ops: list[str], inserts_only: bool
+) -> None:
+    records = [
+        _record(
+            100 + n,
+            op,
+            None if op == "insert" else {"id": n},
+            None if op == "delete" else {"id": n},
+        )
+        for n, op in enumerate(ops)
+    ]
+    summary = summary_of_records(records, ITEMS, spark_schema(ITEMS))
+    assert summary is not None and summary["inserts_only"] is inserts_only
 
 
 def test_a_key_changed_twice_is_listed_once_and_the_batch_is_not_unique() -> None:
