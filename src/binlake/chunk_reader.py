@@ -38,6 +38,7 @@ from binlake.changes import Row, RowKey, apply_changes
 from binlake.chunks import ChunkRange
 from binlake.config import SourceConfig
 from binlake.errors import SourceError
+from binlake.gtids import gtid_head
 from binlake.offsets import BinlogOffset
 from binlake.planner import key_order
 from binlake.reconnect import is_transient, reconnecting
@@ -237,7 +238,8 @@ class ChunkReader:
         log.debug(
             "Snapshot step 2 - Read %d rows of %s chunk %d %s", len(raw), name, chunk_id, chunk
         )
-        hw = current_offset(self.conn).on(self.lineage)
+        # With its GTID position (MariaDB): a promoted replica must hold it (`lineage.locate`).
+        hw = gtid_head(self.conn).on(self.lineage)
         log.debug("Snapshot step 3 - High watermark %s for %s chunk %d", hw, name, chunk_id)
         if hw <= lw:
             return ChunkRead(chunk_id, lw, hw, _columns(self.mappings, raw), 0)

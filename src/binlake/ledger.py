@@ -46,6 +46,10 @@ SCHEMA = T.StructType(
         T.StructField("hw_pos", T.LongType(), True),
         T.StructField("rows", T.LongType(), True),
         T.StructField("updated_at", T.TimestampType(), False),
+        # The source's GTID position at the HW (MariaDB; NULL on MySQL, in ledgers written
+        # before it was recorded, and where the position moved while it was read): whether a
+        # promoted replica holds what the chunk read (`lineage.locate`).
+        T.StructField("hw_gtid", T.StringType(), True),
     ]
 )
 
@@ -94,7 +98,8 @@ class Ledger:
         read whole, never filtered by a file's bounds, and collecting them cost ~0.1 s of each
         append, on a snapshot's critical path."""
         frame = local_frame(self._spark, rows, SCHEMA).coalesce(1)
-        writer = frame.write.format("delta").mode("append")
+        # A ledger written before a column was added gains it (NULL in its older rows).
+        writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")
         self._lake_table.save(writer.option("delta.dataSkippingNumIndexedCols", "0"))
 
     def exists(self) -> bool:
@@ -144,7 +149,7 @@ class Ledger:
         now = datetime.now(UTC)
         marks = [
             (r.table, r.chunk_id, MARK, None, None, FINISHED, r.lw.file, r.lw.pos, r.hw.file,
-             r.hw.pos, r.rows, now)
+             r.hw.pos, r.rows, now, r.hw.gtid or None)
             for r in results
         ]  # fmt: skip
         if marks:
@@ -154,7 +159,7 @@ class Ledger:
 #: The split column of a mark row: a plan row always names one.
 MARK = ""
 #: What a mark row sets on its chunk's plan row.
-_MARKED = ("status", "lw_file", "lw_pos", "hw_file", "hw_pos", "rows")
+_MARKED = ("status", "lw_file", "lw_pos", "hw_file", "hw_pos", "rows", "hw_gtid")
 
 
 def current_chunks(rows: Iterable[Mapping[str, object]]) -> list[ChunkState]:
@@ -172,7 +177,7 @@ def current_chunks(rows: Iterable[Mapping[str, object]]) -> list[ChunkState]:
     states = []
     for key, plan in plans.items():
         mark = marks.get(key)
-        merged = plan if mark is None else {**plan, **{c: mark[c] for c in _MARKED}}
+        merged = plan if mark is None else {**plan, **{c: mark.get(c) for c in _MARKED}}
         states.append(chunk_state(dict(merged)))
     return sorted(states, key=lambda s: (s.table, s.chunk_id))
 
@@ -187,6 +192,11 @@ def snapshot_rows(chunks: Iterable[ChunkState], table: str) -> int | None:
     if not counts or any(n is None for n in counts):
         return None
     return sum(n for n in counts if n is not None)
+
+
+def high_watermarks(chunks: Iterable[ChunkState]) -> list[tuple[str, BinlogOffset]]:
+    """Each finished chunk's table and high watermark."""
+    return [(c.table, c.hw) for c in chunks if c.hw is not None]
 
 
 def _check_split_column(table: str, planned: str, configured: str) -> None:
@@ -212,6 +222,7 @@ def _row(state: ChunkState) -> tuple[object, ...]:
         state.hw.pos if state.hw else None,
         state.rows,
         datetime.now(UTC),
+        (state.hw.gtid or None) if state.hw else None,
     )
 
 
@@ -220,7 +231,9 @@ def chunk_state(row: dict[str, object]) -> ChunkState:
 
     def offset(prefix: str) -> BinlogOffset | None:
         file, pos = row[f"{prefix}_file"], row[f"{prefix}_pos"]
-        return BinlogOffset(str(file), int(pos)) if file is not None and pos is not None else None  # type: ignore[call-overload]
+        if file is None or pos is None:
+            return None
+        return BinlogOffset(str(file), int(pos), str(row.get(f"{prefix}_gtid") or ""))  # type: ignore[call-overload]
 
     return ChunkState(
         table=str(row["table"]),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from binlake.binlog import lost_remedy, offset_of_gtid
@@ -86,16 +87,40 @@ def source_lineage(files: LakeFiles, config: Config, source: SourceConfig) -> in
     return lineage.number
 
 
+@dataclass(frozen=True)
+class SnapshotReads:
+    """What snapshots read past a stream position, on its lineage's server: the newest chunk
+    high watermark there (with its GTID position, where it was recorded) and the tables whose
+    chunks read past the position. Their rows are in bronze, and reach silver from it."""
+
+    newest: BinlogOffset
+    tables: tuple[str, ...]
+
+
+def snapshot_reads(
+    high_watermarks: Iterable[tuple[str, BinlogOffset]], start: BinlogOffset
+) -> SnapshotReads | None:
+    """The reads past `start` among `high_watermarks` (a table's chunk HW each); None if none
+    read past it on its lineage."""
+    past = [(t, hw) for t, hw in high_watermarks if hw.lineage == start.lineage and hw > start]
+    if not past:
+        return None
+    _, newest = max(past, key=lambda read: (read[1], bool(read[1].gtid)))
+    return SnapshotReads(newest, tuple(sorted({t for t, _ in past})))
+
+
 def locate(
     files: LakeFiles,
     config: Config,
     source: SourceConfig,
     start: BinlogOffset,
     tables: list[str],
+    reads: SnapshotReads | None = None,
 ) -> BinlogOffset:
     """The stream's `start` on the source as it is now: `start` itself (with its GTID position
     learnt, if it had none) while the source is the lineage's server and still holds it there;
-    else the same GTID position in the source's binlog, on the lake's next lineage."""
+    else the same GTID position in the source's binlog, on the lake's next lineage, provided
+    the source also holds what snapshots read past `start` (`reads`)."""
     lineage = current_lineage(files, config)
     with connection(source) as conn:
         server = server_identity(conn)
@@ -120,6 +145,7 @@ def locate(
     if current and (found.binlog_file, found.pos) == (start.binlog_file, start.pos):
         return start  # the same place after all (its GTID position could not be read there)
     if on_its_server and start.lineage < lineage.number:
+        _require_held(source, config, server, reads)
         return found.on(lineage.number)  # another job moved the lake onto this server already
     entered = found.on(lineage.number + 1)
     _record(files, config, Lineage(entered.lineage, server, entered))
@@ -131,7 +157,37 @@ def locate(
         start.gtid, found, entered.lineage,
         extra=event("source_replaced", [], entered),
     )  # fmt: skip
+    # Checked once the lake is on this server: the remedy, a re-snapshot, reads this server.
+    _require_held(source, config, server, reads)
     return entered
+
+
+def _require_held(
+    source: SourceConfig, config: Config, server: int, reads: SnapshotReads | None
+) -> None:
+    """Refuse a new server that lacks what snapshots read on the old one past the stream's
+    position: bronze holds rows of transactions the new source never had (a replica promoted
+    before it received them), which silver would take from bronze and never lose again. A read
+    whose GTID position was not recorded cannot be checked, and is refused alike."""
+    if reads is None:
+        return
+    gtid = reads.newest.gtid
+    if gtid and offset_of_gtid(source, config.stream_server_id, gtid) is not None:
+        return
+    what = (
+        f"does not hold its GTID position {gtid} (a replica promoted before it received every "
+        "transaction the snapshot read)"
+        if gtid
+        else "may not hold it (its GTID position was not recorded)"
+    )
+    names = ", ".join(reads.tables)
+    bare = ",".join(t.split(".", 1)[1] for t in reads.tables)
+    raise BinlogResetError(
+        f"the snapshot of {names} read the replaced source up to {reads.newest}, past the "
+        f"stream's position, and the source at {source.host}:{source.port} (server_id "
+        f"{server}) {what}: bronze holds rows this source may never have had. Re-snapshot them "
+        f"from this source, `binlake snapshot --tables {bare} --reset`; the stream then goes on"
+    )
 
 
 def _lost(

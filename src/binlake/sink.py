@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from binlake.change_record import CHANGE_SCHEMA, DDL, META_FIELDS
 from binlake.config import Config
-from binlake.errors import BinlakeError, UnfollowableChange
+from binlake.errors import BinlakeError, BinlogResetError, UnfollowableChange
 from binlake.events import attach, event
 from binlake.lake import TableSize, local_frame
 from binlake.lake_files import LakeFiles, driver_files, join
@@ -470,6 +470,7 @@ def join_ready_tables(
         )
         for name in ready
     }
+    _require_same_lineage(marks, position)
     until = max(position, *(m.max_hw for m in marks.values()))
     caught_up = _catch_up(spark, files, spec, marks, until)
     history = SchemaHistory(spec.history_root, files)
@@ -495,6 +496,20 @@ def join_ready_tables(
         extra=event("table_joined", ready, until),
     )  # fmt: skip
     return ready
+
+
+def _require_same_lineage(marks: dict[str, ChunkMarks], position: BinlogOffset) -> None:
+    """A table joins by reading the binlog from its chunks' high watermarks: coordinates in
+    the binlog its snapshot read, which a replaced source (`lineage`) does not have."""
+    read_before = sorted(t for t, m in marks.items() if m.min_hw.lineage < position.lineage)
+    if read_before:
+        bare = ",".join(t.split(".", 1)[1] for t in read_before)
+        raise BinlogResetError(
+            f"the snapshot of {', '.join(read_before)} was read from the source the stream "
+            f"has since moved away from (a failover), and had not joined the stream: its "
+            f"catch-up cannot be read on this source. Re-snapshot from this source, `binlake "
+            f"snapshot --tables {bare} --reset`; the stream then goes on"
+        )
 
 
 def _finished(chunks: list[ChunkState], table: str) -> bool:

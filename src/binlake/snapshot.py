@@ -74,8 +74,9 @@ from binlake.validation import validate
 
 log = logging.getLogger(__name__)
 
-#: What a task reports per chunk it read: (chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows).
-ChunkReport = tuple[int, str, int, str, int, int]
+#: What a task reports per chunk it read: (chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows,
+#: hw_gtid: the GTID position at the HW, "" where unknown).
+ChunkReport = tuple[int, str, int, str, int, int, str]
 #: The column a chunk's report travels in: one row per chunk read, whose other columns are null.
 REPORT = "_report"
 REPORT_TYPE = pa.struct(
@@ -86,6 +87,7 @@ REPORT_TYPE = pa.struct(
         ("hw_file", pa.string()),
         ("hw_pos", pa.int64()),
         ("rows", pa.int64()),
+        ("hw_gtid", pa.string()),
     ]
 )
 
@@ -613,7 +615,15 @@ def read_chunks(
 def chunk_reports(observation: Observation) -> list[ChunkReport]:
     """The reports of a chunk read frame that ran (see `read_chunks`)."""
     return [
-        (r["chunk_id"], r["lw_file"], r["lw_pos"], r["hw_file"], r["hw_pos"], r["rows"])
+        (
+            r["chunk_id"],
+            r["lw_file"],
+            r["lw_pos"],
+            r["hw_file"],
+            r["hw_pos"],
+            r["rows"],
+            r.get("hw_gtid") or "",
+        )
         # none: `chunk_results` refuses the batch
         for r in json.loads(observation.get.get("reports") or "[]")
     ]
@@ -651,8 +661,8 @@ def chunk_results(
         )
     return [
         ChunkResult(table.qualified, chunk_id, BinlogOffset(lw_file, lw_pos),
-                    BinlogOffset(hw_file, hw_pos), rows)
-        for chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows in reports
+                    BinlogOffset(hw_file, hw_pos, hw_gtid), rows)
+        for chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows, hw_gtid in reports
     ]  # fmt: skip
 
 
@@ -704,6 +714,7 @@ def _report(read: ChunkRead, rows: list[pa.Array]) -> list[pa.Array]:
         "hw_file": read.hw.file,
         "hw_pos": read.hw.pos,
         "rows": read.rows,
+        "hw_gtid": read.hw.gtid or None,
     }
     return [*(pa.nulls(1, column.type) for column in rows[:-1]), pa.array([report], REPORT_TYPE)]
 

@@ -40,8 +40,8 @@ from binlake.lake import create_schemas
 from binlake.lake_files import LakeFiles, driver_files, join
 from binlake.layout import checkpoint_path, ledger_path, schema_root, tables_path
 from binlake.lease import HeldLease, stream_lease
-from binlake.ledger import ChunkState, Ledger, snapshot_rows
-from binlake.lineage import current_lineage, locate
+from binlake.ledger import ChunkState, Ledger, high_watermarks, snapshot_rows
+from binlake.lineage import current_lineage, locate, snapshot_reads
 from binlake.offsets import BinlogOffset
 from binlake.resnapshot import Resnapshots, restart_pending, start_anew
 from binlake.retention import warn_if_purge_near
@@ -94,12 +94,16 @@ def _rebased(
     source: SourceConfig,
     resume: BinlogOffset,
     tables: list[str],
+    chunks: list[ChunkState],
 ) -> _Rebased:
     """The stream's start on the source as it is now (`lineage.locate`), and the checkpoint's
     offsets the reader must read elsewhere: after a replaced source, the committed end and the
     end of a batch planned before the replacement (Spark replays it, and it must read the same
-    transactions, found by GTID, since part of it may be applied already)."""
-    start = locate(files, config, source, resume, tables)
+    transactions, found by GTID, since part of it may be applied already). A new server must
+    also hold what the ledger's `chunks` read past `resume`."""
+    start = locate(
+        files, config, source, resume, tables, snapshot_reads(high_watermarks(chunks), resume)
+    )
     if start == resume:
         return _Rebased(start)
     planned = planned_offset(files, config)
@@ -352,9 +356,10 @@ def _start_and_follow(
         resolved = resolved_start(
             files, config, lambda: start_offset(config, source, marks, lineage)
         )
-        rebased = _Rebased(locate(files, config, source, resolved, sorted(joined)))
+        reads = snapshot_reads(high_watermarks(chunks), resolved)
+        rebased = _Rebased(locate(files, config, source, resolved, sorted(joined), reads))
     else:
-        rebased = _rebased(files, config, source, resume, sorted(joined))
+        rebased = _rebased(files, config, source, resume, sorted(joined), chunks)
     start = rebased.start
     try:
         check_available(source, start, sorted(joined), config.stream.job_name)

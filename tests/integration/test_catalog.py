@@ -25,7 +25,8 @@ from binlake import jobs
 from binlake.chunks import ChunkRange
 from binlake.lake import PathTable, local_frame
 from binlake.lake_files import ArrowFiles, HadoopFiles, join
-from binlake.ledger import FINISHED, PENDING, ChunkResult, Ledger
+from binlake.ledger import FINISHED, MARK, PENDING, ChunkResult, Ledger
+from binlake.ledger import SCHEMA as LEDGER_SCHEMA
 from binlake.offsets import BinlogOffset
 
 from .items import (
@@ -151,6 +152,30 @@ def test_the_ledger_appends_one_file_without_column_statistics(spark: Any, tmp_p
         ("db.a", 2, ranges[2], PENDING, None, None, None),
         ("db.b", 0, ranges[0], FINISHED, lw, hw, 3),
     ]
+
+
+def test_a_ledger_from_before_hw_gtid_gains_the_column_and_keeps_its_chunks(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A ledger written before each mark recorded its HW's GTID position: the next mark adds
+    the column; the older mark reads back with an HW of no GTID position, the new one with its."""
+    old_schema = T.StructType([f for f in LEDGER_SCHEMA.fields if f.name != "hw_gtid"])
+    path = str(tmp_path / "ledger")
+    lw, hw = BinlogOffset("mysql-bin.000001", 4), BinlogOffset("mysql-bin.000001", 90)
+    now = datetime.now(UTC)
+    rows = [
+        ("db.a", 0, "id", None, "10", PENDING, None, None, None, None, None, now),
+        ("db.a", 1, "id", "10", None, PENDING, None, None, None, None, None, now),
+        ("db.a", 0, MARK, None, None, FINISHED, lw.file, lw.pos, hw.file, hw.pos, 5, now),
+    ]
+    local_frame(spark, rows, old_schema).write.format("delta").save(path)
+    ledger = Ledger(spark, path)
+    newer = BinlogOffset("mysql-bin.000001", 120, "0-1-7")
+    ledger.mark_finished([ChunkResult("db.a", 1, lw, newer, 3)])
+    first, second = ledger.chunks()
+    assert first.finished and first.hw == hw and first.hw is not None and first.hw.gtid == ""
+    assert second.finished and second.hw == newer and second.hw is not None
+    assert second.hw.gtid == "0-1-7"
 
 
 def _no_delta_read(table: PathTable, spark: Any, options: dict[str, str]) -> Any:

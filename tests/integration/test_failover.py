@@ -212,3 +212,50 @@ def _lineage(files: ArrowFiles, config: Any) -> int | None:
     """The lineage of the stream's checkpoint offset; None before its first batch."""
     offset = checkpoint_offset(files, config)
     return None if offset is None else offset.lineage
+
+
+def test_a_replica_promoted_without_rows_a_snapshot_read_stops_the_stream_until_resnapshot(
+    spark: Any, private_mariadb: Any, make_private_config: Any
+) -> None:
+    """A failover that loses a transaction a snapshot read. The stream's position is on the
+    promoted replica, but a re-snapshot of `items` read a row past it on the old primary that
+    the replica never received: going on would land that row in silver from bronze, and the
+    new source never has it. The stream stops with the remedy, a re-snapshot from the new
+    source. `notes` was re-snapshotted before the replica stopped, so the replica holds what it
+    read; yet its join reads the binlog from its chunks' high watermarks, coordinates in the
+    old server's binlog: it stops with the same remedy. After both, silver is the new source."""
+    primary = private_mariadb({})
+    replica = private_mariadb({"server_id": "2", "log_slave_updates": "1"})
+    _replicate(primary, replica)
+    _create_items(primary)
+    _sql(primary, f"CREATE TABLE `{DATABASE}`.notes AS SELECT id, name FROM `{DATABASE}`.items")
+    _sql(primary, f"ALTER TABLE `{DATABASE}`.notes ADD PRIMARY KEY (id)")
+    config = make_private_config(primary, DATABASE, snapshot={"chunk_size": 100})
+    jobs.run(spark, config)
+    jobs.snapshot(spark, config, ["notes"], reset=True)  # its join is left to the stream
+    (position,) = _sql(primary, "SELECT @@GLOBAL.gtid_binlog_pos")[0]
+    assert _sql(replica, "SELECT MASTER_GTID_WAIT(%s, 120)", (position,))[0][0] == 0
+    _sql(replica, "STOP SLAVE")  # the replica holds all until here, and nothing later
+    _sql(primary, f"INSERT INTO `{DATABASE}`.items (id, name, qty, price) VALUES (9999, 'x', 0, 1)")
+    jobs.snapshot(spark, config, ["items"], reset=True)  # reads row 9999 on the primary
+    primary.stop()
+    _sql(replica, "RESET SLAVE ALL")
+
+    on_replica = make_private_config(replica, DATABASE, snapshot={"chunk_size": 100})
+    silver = lake_table(on_replica.lake, "silver", DATABASE, "items")
+    before = silver.read(spark).count()
+    remedy = r"past the stream's position, .* `binlake snapshot --tables items --reset`"
+    with pytest.raises(BinlogResetError, match=r"snapshot of shop\.items read .*" + remedy):
+        jobs.stream(spark, on_replica, available_now=True)
+    assert silver.read(spark).count() == before
+    assert current_lineage(ArrowFiles(), on_replica).number == 1  # a snapshot may read it now
+    jobs.snapshot(spark, on_replica, ["items"], reset=True)
+    join = r"snapshot of shop\.notes was read .* `binlake snapshot --tables notes --reset`"
+    with pytest.raises(BinlogResetError, match=join):
+        jobs.stream(spark, on_replica, available_now=True)
+    jobs.snapshot(spark, on_replica, ["notes"], reset=True)
+    for table in ("items", "notes"):  # changes the stream follows on the new source
+        _sql(replica, f"UPDATE `{DATABASE}`.`{table}` SET name = 'moved' WHERE id <= 3")
+    jobs.stream(spark, on_replica, available_now=True)
+    assert_lands_exactly(spark, replica.db_env, on_replica, "items")
+    assert_lands_exactly(spark, replica.db_env, on_replica, "notes")

@@ -51,3 +51,17 @@ def test_a_plan_row_finished_in_place_reads_as_finished() -> None:
                 lw_file="b.000002", lw_pos=4, rows=3)  # fmt: skip
     [chunk] = current_chunks([row])
     assert chunk.finished and chunk.hw == BinlogOffset("b.000002", 4) and chunk.rows == 3
+
+
+def test_a_marks_gtid_position_travels_with_its_hw_and_older_marks_have_none() -> None:
+    """Marks written before `hw_gtid` was recorded lack the column (the ledger gains it on its
+    next append): their HW has no GTID position, so a failover cannot be checked against it."""
+    rows = [
+        _plan("db.t", 0, None, 100),
+        _plan("db.t", 1, 100, None),
+        {**_mark("db.t", 0, 500, 5, seconds=10), "hw_gtid": "0-1-42"},
+        _mark("db.t", 1, 600, 5, seconds=10),  # no hw_gtid key at all
+    ]
+    first, second = current_chunks(rows)
+    assert first.hw is not None and first.hw.gtid == "0-1-42"
+    assert second.hw is not None and second.hw.gtid == ""

@@ -15,19 +15,23 @@ BATCH = [ChunkState("db.t", i, "id", ChunkRange(i * 10, i * 10 + 10)) for i in (
 
 
 def test_reports_become_ledger_results() -> None:
-    reports = [(4, "b.000002", 10, "b.000002", 90, 7), (3, "b.000001", 5, "b.000002", 4, 0)]
+    reports = [
+        (4, "b.000002", 10, "b.000002", 90, 7, "0-1-12"),
+        (3, "b.000001", 5, "b.000002", 4, 0, ""),  # the HW's GTID position not known
+    ]
     results = {r.chunk_id: r for r in chunk_results(TABLE, BATCH, reports)}
     assert results[3].lw == BinlogOffset("b.000001", 5)
     assert results[3].hw == BinlogOffset("b.000002", 4)
+    assert (results[3].hw.gtid, results[4].hw.gtid) == ("", "0-1-12")
     assert (results[3].rows, results[4].rows) == (0, 7)  # an empty chunk still has its HW
 
 
 @pytest.mark.parametrize(
     "reports",
     [
-        [(3, "b.000001", 5, "b.000001", 9, 1)],  # a chunk without a report
-        [(3, "b.000001", 5, "b.000001", 9, 1)] * 2 + [(4, "b.000001", 5, "b.000001", 9, 1)],
-        [(3, "b.000001", 5, "b.000001", 9, 1), (5, "b.000001", 5, "b.000001", 9, 1)],
+        [(3, "b.000001", 5, "b.000001", 9, 1, "")],  # a chunk without a report
+        [(3, "b.000001", 5, "b.000001", 9, 1, "")] * 2 + [(4, "b.000001", 5, "b.000001", 9, 1, "")],
+        [(3, "b.000001", 5, "b.000001", 9, 1, ""), (5, "b.000001", 5, "b.000001", 9, 1, "")],
     ],
 )
 def test_missing_duplicate_or_foreign_reports_are_refused(reports: list) -> None:
