@@ -532,6 +532,16 @@ def lost_remedy(tables: list[str], job: str) -> str:
     )
 
 
+def resnapshot_remedy(tables: list[str]) -> str:
+    """What makes silver whole again when `tables`' snapshots cannot be trusted on the source the
+    stream now reads (a failover): a re-snapshot from it, after which the stream goes on."""
+    names = ",".join(sorted(t.split(".", 1)[1] for t in tables))
+    return (
+        f"Re-snapshot from this source, `binlake snapshot --tables {names} --reset`; the stream "
+        "then goes on"
+    )
+
+
 def check_binlog_dump(
     source: SourceConfig, server_id: int, head: BinlogOffset, account: str
 ) -> None:

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from binlake.binlog import lost_remedy, offset_of_gtid
+from binlake.binlog import lost_remedy, offset_of_gtid, resnapshot_remedy
 from binlake.config import Config, SourceConfig
 from binlake.errors import BinlogResetError, SourceError
 from binlake.events import event
@@ -180,13 +180,11 @@ def _require_held(
         if gtid
         else "may not hold it (its GTID position was not recorded)"
     )
-    names = ", ".join(reads.tables)
-    bare = ",".join(t.split(".", 1)[1] for t in reads.tables)
     raise BinlogResetError(
-        f"the snapshot of {names} read the replaced source up to {reads.newest}, past the "
-        f"stream's position, and the source at {source.host}:{source.port} (server_id "
-        f"{server}) {what}: bronze holds rows this source may never have had. Re-snapshot them "
-        f"from this source, `binlake snapshot --tables {bare} --reset`; the stream then goes on"
+        f"the snapshot of {', '.join(reads.tables)} read the replaced source up to "
+        f"{reads.newest}, past the stream's position, and the source at {source.host}:"
+        f"{source.port} (server_id {server}) {what}: bronze holds rows this source may never "
+        f"have had. {resnapshot_remedy(list(reads.tables))}"
     )
 
 

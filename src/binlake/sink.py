@@ -26,6 +26,7 @@ import pymysql
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from binlake.binlog import resnapshot_remedy
 from binlake.change_record import CHANGE_SCHEMA, DDL, META_FIELDS
 from binlake.config import Config
 from binlake.errors import BinlakeError, BinlogResetError, UnfollowableChange
@@ -503,12 +504,10 @@ def _require_same_lineage(marks: dict[str, ChunkMarks], position: BinlogOffset) 
     the binlog its snapshot read, which a replaced source (`lineage`) does not have."""
     read_before = sorted(t for t, m in marks.items() if m.min_hw.lineage < position.lineage)
     if read_before:
-        bare = ",".join(t.split(".", 1)[1] for t in read_before)
         raise BinlogResetError(
             f"the snapshot of {', '.join(read_before)} was read from the source the stream "
             f"has since moved away from (a failover), and had not joined the stream: its "
-            f"catch-up cannot be read on this source. Re-snapshot from this source, `binlake "
-            f"snapshot --tables {bare} --reset`; the stream then goes on"
+            f"catch-up cannot be read on this source. {resnapshot_remedy(read_before)}"
         )
 
 
