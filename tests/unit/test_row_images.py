@@ -3,6 +3,7 @@ the snapshot path on a real binlog)."""
 
 from __future__ import annotations
 
+import random
 import struct
 from dataclasses import dataclass
 from datetime import timedelta
@@ -182,3 +183,32 @@ def test_images_are_counted_from_widths_alone_with_nulls_long_lengths_and_absent
     partial = b"\x00" + struct.pack("<q", 3) + b"\x01z"
     assert count_images(widths, b"\x09", partial * 4) == 4
     assert count_images(widths, b"\x0f", b"") == 0
+
+
+def test_images_of_many_null_bitmaps_are_counted_whatever_their_order() -> None:
+    """Images of one event with random null bitmaps, lengths of one and two bytes and a random
+    set of columns present, built value by value: each image's walk is planned once per
+    bitmap (`count_images`), and a plan reused for a later image of the same bitmap must walk
+    its own lengths."""
+    rng = random.Random(28)
+    for _ in range(200):
+        widths = tuple(rng.choice((1, 2, 4, 8, 7, -1, -2)) for _ in range(rng.randint(1, 20)))
+        present = [rng.random() < 0.8 for _ in widths]
+        present[rng.randrange(len(widths))] = True  # an image holds one column at least
+        columns = [w for w, p in zip(widths, present, strict=True) if p]
+        null_bytes = (len(columns) + 7) // 8
+        body, built = b"", rng.randint(0, 30)
+        for _ in range(built):
+            nulls = rng.getrandbits(len(columns)) if rng.random() < 0.5 else 0
+            body += nulls.to_bytes(null_bytes, "little")
+            for i, width in enumerate(columns):
+                if nulls >> i & 1:
+                    continue
+                if width > 0:
+                    body += bytes(rng.getrandbits(8) for _ in range(width))
+                else:
+                    length = rng.randint(0, 300 if width == -2 else 255)
+                    body += length.to_bytes(-width, "little") + b"v" * length
+        mask = sum(1 << i for i, p in enumerate(present) if p)
+        bitmap = mask.to_bytes((len(widths) + 7) // 8, "little")
+        assert count_images(widths, bitmap, body) == built
