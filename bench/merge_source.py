@@ -7,7 +7,9 @@ table's large batch spread over tasks (`silver.CHANGES_PER_TASK`), no collapse w
 changed once (the summary's `unique_keys`), a large batch read by several tasks
 (`stream.read_tasks`). `before`: the copy on, one task, always collapsed, one read; made by
 patching those four for the run (like `bench.phases`, no change to `src/`).
-`BENCH_MERGE_SOURCE_BEFORE=reads` makes `before` differ from `now` in the reads alone.
+`BENCH_MERGE_SOURCE_BEFORE=reads` makes `before` differ from `now` in the reads alone,
+`BENCH_MERGE_SOURCE_BEFORE=spread` in the shuffle of a table's changes alone
+(`spread_past_the_limit`).
 
 `bench.customer` (`BENCH_ROWS`) is snapshotted and its silver created once; one burst
 (`BENCH_BURST`, `bench.data.make_burst`) follows. Each run catches that burst up from a copy of
@@ -47,6 +49,10 @@ def built_as_before() -> Iterator[None]:
         with read_whole():
             yield
         return
+    if os.environ.get("BENCH_MERGE_SOURCE_BEFORE") == "spread":
+        with spread_past_the_limit():
+            yield
+        return
     summary = silver.TableApply._summary
 
     def always_collapsed(self: Any, typed: Any) -> Any:
@@ -61,6 +67,26 @@ def built_as_before() -> Iterator[None]:
     finally:
         stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK = saved
         silver.TableApply._summary = summary  # type: ignore[method-assign]
+
+
+@contextmanager
+def spread_past_the_limit() -> Iterator[None]:
+    """A table's changes shuffled over tasks wherever one read holds more than
+    `silver.CHANGES_PER_TASK`, as before `silver.Spread` asked the shuffle to halve it."""
+    from binlake import silver
+
+    rule = silver.Spread.tasks
+
+    def past_the_limit(self: Any) -> int | None:
+        if self.most_in_a_read <= silver.CHANGES_PER_TASK:
+            return None
+        return -(-self.changes // silver.CHANGES_PER_TASK)
+
+    silver.Spread.tasks = property(past_the_limit)  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        silver.Spread.tasks = rule  # type: ignore[method-assign]
 
 
 @contextmanager

@@ -77,9 +77,10 @@ MERGE_KEY_LIST_LIMIT = 1000
 SIDE_BY_SIDE_CHANGES = 10_000
 #: A batch arrives in the partitions of its reads (`stream.read_tasks`), one for a small batch,
 #: and a read's changes are typed, collapsed and appended to the changelog by one task. Where
-#: one read holds more of a table's changes than this, the table's changes are spread over
-#: tasks of at most this many first; else the reads spread them already, and a shuffle of the
-#: images would only add to the batch (`Spread`).
+#: one read holds more of a table's changes than this, and at least twice what a task would
+#: hold after it, the table's changes are spread over tasks of at most this many first; else
+#: the reads spread them already, and a shuffle of the images would only add to the batch
+#: (`Spread`).
 CHANGES_PER_TASK = 50_000
 
 
@@ -94,10 +95,14 @@ class Spread:
     @property
     def tasks(self) -> int | None:
         """The tasks the table's changes are spread over before they are typed (None: as the
-        batch's partitions hold them)."""
-        if self.most_in_a_read <= CHANGES_PER_TASK:
+        batch's partitions hold them). A shuffle that would not halve the largest read's share
+        costs more than it spreads: a 200k-change burst in four reads of about 50k each was
+        shuffled into four tasks of 50k (41 MB of images)."""
+        tasks = math.ceil(self.changes / CHANGES_PER_TASK)
+        most = self.most_in_a_read
+        if most <= CHANGES_PER_TASK or most * tasks < 2 * self.changes:
             return None
-        return math.ceil(self.changes / CHANGES_PER_TASK)
+        return tasks
 
 
 def silver_table(config: Config, table: TableSchema) -> LakeTable:
