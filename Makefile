@@ -31,12 +31,12 @@ $(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq percona-toolkit >/dev/null
 
 .cache/.delta-jars: $(VENV)/.installed
-	$(PY) -m binlake.spark  # resolves Delta's jars from Maven Central into .cache/ivy
+	$(PY) -m binlake.runtime.spark  # resolves Delta's jars from Maven Central into .cache/ivy
 	touch $@
 
 # The classes a local JVM loads, archived once: every later local start maps them (~3 s less).
 .cache/.class-archive: .cache/.delta-jars
-	$(PY) -m binlake.spark --class-archive
+	$(PY) -m binlake.runtime.spark --class-archive
 	touch $@
 
 # The oldest runtime binlake supports, as a job cluster has it (Databricks Runtime 17.3 LTS:
@@ -45,7 +45,7 @@ LTS_RUNTIME := pyspark==4.0.1 delta-spark==4.0.1 py4j==0.10.9.9
 .cache/lts-runtime/.installed: $(VENV)/.installed
 	rm -rf .cache/lts-runtime
 	$(PY) -m pip install -q --no-deps --target .cache/lts-runtime $(LTS_RUNTIME)
-	PYTHONPATH=.cache/lts-runtime $(PY) -m binlake.spark
+	PYTHONPATH=.cache/lts-runtime $(PY) -m binlake.runtime.spark
 	touch $@
 
 db-up: /usr/sbin/mariadbd ## Start the project's MariaDB (127.0.0.1:13306, data in .db/)

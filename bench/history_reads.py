@@ -22,10 +22,10 @@ from bench.run import env_int, say
 
 
 def history_reads() -> dict[str, Any]:
-    from binlake.lake_files import ArrowFiles
-    from binlake.offsets import BinlogOffset
-    from binlake.schema import Column, TableSchema
-    from binlake.schema_history import FILE_THREADS, SchemaEntry, SchemaHistory
+    from binlake.lake.files import ArrowFiles
+    from binlake.model.offsets import BinlogOffset
+    from binlake.model.schema import Column, TableSchema
+    from binlake.mysql.schema_history import FILE_THREADS, SchemaEntry, SchemaHistory
 
     class Delayed(ArrowFiles):
         """`ArrowFiles` with `delay` seconds added to each read and listing."""

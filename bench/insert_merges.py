@@ -32,9 +32,13 @@ def insert_merges(bench: Any, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from bench.run import current_offset
-    from binlake.silver import ChangelogEnds, TableApply, data_columns, silver_table
-    from binlake.sink import SMALL_BATCH_RECORDS, SilverSizes, settings_for
-    from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
+    from binlake.runtime.spark import (
+        DETERMINISTIC_MERGE_SOURCES,
+        KEY_SETS_BY_REFERENCE,
+        session_settings,
+    )
+    from binlake.silver.merge import ChangelogEnds, TableApply, data_columns, silver_table
+    from binlake.stream.sink import SMALL_BATCH_RECORDS, SilverSizes, settings_for
 
     class MatchedClauses(TableApply):
         """binlake's apply with the MERGE every batch had before: its matched clauses kept."""
@@ -116,8 +120,8 @@ def delete_records(spark: Any, table: Any, silver: Any, keys: list[int], start: 
     every insert `insert_records` makes."""
     from pyspark.sql import functions as F
 
-    from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
-    from binlake.offsets import position_token
+    from binlake.model.offsets import position_token
+    from binlake.silver.change_record import CHANGE_SCHEMA, ImageEncoder
 
     names, encode = list(table.column_names), ImageEncoder(table)
     rows = silver.read(spark).where(F.col(table.key[0]).isin(keys)).collect()
@@ -134,8 +138,8 @@ def insert_records(
 ) -> Any:
     """Batch `index`'s change records, as the stream's source emits them: an insert of each of
     `keys`, the `template` row's other values, each at its own offset past `start`."""
-    from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
-    from binlake.offsets import BinlogOffset, position_token
+    from binlake.model.offsets import BinlogOffset, position_token
+    from binlake.silver.change_record import CHANGE_SCHEMA, ImageEncoder
 
     names, encode, key = list(table.column_names), ImageEncoder(table), table.key[0]
     records = []

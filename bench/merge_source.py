@@ -2,10 +2,10 @@
 MERGE source as binlake builds it against the way it was built before, alternated in one process
 on the same data.
 
-`now`: Delta's copy of the MERGE source off (`binlake.spark.DETERMINISTIC_MERGE_SOURCES`), a
-table's large batch spread over tasks (`silver.CHANGES_PER_TASK`), no collapse when each key
+`now`: Delta's copy of the MERGE source off (`binlake.runtime.spark.DETERMINISTIC_MERGE_SOURCES`), a
+table's large batch spread over tasks (`merge.CHANGES_PER_TASK`), no collapse when each key
 changed once (the summary's `unique_keys`), a large batch read by several tasks
-(`stream.read_tasks`). `before`: the copy on, one task, always collapsed, one read; made by
+(`stream_task.read_tasks`). `before`: the copy on, one task, always collapsed, one read; made by
 patching those four for the run (like `bench.phases`, no change to `src/`).
 `BENCH_MERGE_SOURCE_BEFORE=reads` makes `before` differ from `now` in the reads alone,
 `BENCH_MERGE_SOURCE_BEFORE=spread` in the shuffle of a table's changes alone
@@ -18,7 +18,7 @@ the lake as it was before it (the same binlog range, the same silver files): a w
 JVM's warm-up and the machine's drift hit both alike. Figures are medians of the rounds: the
 catch-up's wall time and Delta's metrics of silver's MERGE; `speedup` is before / now. The
 burst changes each key once (`now` merges it uncollapsed); a batch repeating keys is collapsed
-and cached (`silver._last_per_key`) before an uncopied MERGE.
+and cached (`merge._last_per_key`) before an uncopied MERGE.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def built_as_before() -> Iterator[None]:
     alone."""
     from pyspark.sql import Row
 
-    from binlake import silver, stream
+    from binlake.silver import merge
+    from binlake.stream import task as stream_task
 
     if os.environ.get("BENCH_MERGE_SOURCE_BEFORE") == "reads":
         with read_whole():
@@ -53,66 +54,66 @@ def built_as_before() -> Iterator[None]:
         with spread_past_the_limit():
             yield
         return
-    summary = silver.TableApply._summary
+    summary = merge.TableApply._summary
 
     def always_collapsed(self: Any, typed: Any) -> Any:
         return Row(**{**summary(self, typed).asDict(), "unique_keys": False})
 
-    saved = stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK
-    stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK = {}, 10**12
-    silver.TableApply._summary = always_collapsed  # type: ignore[method-assign]
+    saved = stream_task.DETERMINISTIC_MERGE_SOURCES, merge.CHANGES_PER_TASK
+    stream_task.DETERMINISTIC_MERGE_SOURCES, merge.CHANGES_PER_TASK = {}, 10**12
+    merge.TableApply._summary = always_collapsed  # type: ignore[method-assign]
     try:
         with read_whole():
             yield
     finally:
-        stream.DETERMINISTIC_MERGE_SOURCES, silver.CHANGES_PER_TASK = saved
-        silver.TableApply._summary = summary  # type: ignore[method-assign]
+        stream_task.DETERMINISTIC_MERGE_SOURCES, merge.CHANGES_PER_TASK = saved
+        merge.TableApply._summary = summary  # type: ignore[method-assign]
 
 
 @contextmanager
 def spread_past_the_limit() -> Iterator[None]:
     """A table's changes shuffled over tasks wherever one read holds more than
-    `silver.CHANGES_PER_TASK`, as before `silver.Spread` asked the shuffle to halve it."""
-    from binlake import silver
+    `merge.CHANGES_PER_TASK`, as before `merge.Spread` asked the shuffle to halve it."""
+    from binlake.silver import merge
 
-    rule = silver.Spread.tasks
+    rule = merge.Spread.tasks
 
     def past_the_limit(self: Any) -> int | None:
-        if self.most_in_a_read <= silver.CHANGES_PER_TASK:
+        if self.most_in_a_read <= merge.CHANGES_PER_TASK:
             return None
-        return -(-self.changes // silver.CHANGES_PER_TASK)
+        return -(-self.changes // merge.CHANGES_PER_TASK)
 
-    silver.Spread.tasks = property(past_the_limit)  # type: ignore[method-assign,assignment]
+    merge.Spread.tasks = property(past_the_limit)  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
-        silver.Spread.tasks = rule  # type: ignore[method-assign]
+        merge.Spread.tasks = rule  # type: ignore[method-assign]
 
 
 @contextmanager
 def read_whole() -> Iterator[None]:
-    """Each batch read by one task, as before `stream.read_tasks`: the stream's spec keeps the
+    """Each batch read by one task, as before `stream_task.read_tasks`: the stream's spec keeps the
     stream's own server id alone."""
-    from binlake import stream
+    from binlake.stream import task as stream_task
 
-    spec = stream.stream_spec
+    spec = stream_task.stream_spec
 
     def one_read(*args: Any, **options: Any) -> Any:
         built = spec(*args, **options)
         return replace(built, read_ids=built.read_ids[:1])
 
-    stream.stream_spec = one_read  # type: ignore[assignment]
+    stream_task.stream_spec = one_read  # type: ignore[assignment]
     try:
         yield
     finally:
-        stream.stream_spec = spec
+        stream_task.stream_spec = spec
 
 
 def merge_source(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from delta.tables import DeltaTable
 
     from bench.data import create_and_load, make_burst
-    from binlake import jobs
+    from binlake.jobs import commands
 
     create_and_load(bench.password or "", bench.port, bench.rows)
     bench.binlake_snapshot(spark, 2, "merge-source", keep=True)
@@ -129,7 +130,7 @@ def merge_source(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
         shutil.copytree(base, root)
         with built_as_before() if kind == "before" else nullcontext():
             started = time.monotonic()
-            jobs.stream(spark, bench.config(root, 2), available_now=True)
+            commands.stream(spark, bench.config(root, 2), available_now=True)
             seconds = time.monotonic() - started
         merge = DeltaTable.forPath(spark, str(root / "silver" / "bench" / "customer")).history(1)
         metrics = merge.collect()[0]["operationMetrics"]

@@ -22,42 +22,42 @@ import threading
 import time
 from typing import Any
 
-#: The snapshot's steps (`binlake.snapshot.run_snapshot`). Top-level phases do not overlap;
+#: The snapshot's steps (`binlake.snapshot.task.run_snapshot`). Top-level phases do not overlap;
 #: `a.b` is part of `a`. `scheduler.table.*` run in the scheduler's threads, one call per table
 #: (or commit batch), so their sums add up over threads.
 SNAPSHOT_PHASES = {
-    "validate": "binlake.snapshot:validate",
-    "plan": "binlake.snapshot:_plan",
-    "plan.ledger_read": "binlake.ledger:Ledger.chunks",
-    "plan.source_queries": "binlake.snapshot:plan_table",
-    "schema_history": "binlake.schema_history:SchemaHistory.reset_all",
-    "scheduler": "binlake.snapshot:ChunkScheduler.run",
-    "scheduler.table": "binlake.snapshot:ChunkScheduler._table",
-    "scheduler.table.read_commit": "binlake.snapshot:_read_and_commit",
-    "scheduler.ledger_mark_finished": "binlake.ledger:Ledger.mark_finished",
+    "validate": "binlake.snapshot.task:validate",
+    "plan": "binlake.snapshot.task:_plan",
+    "plan.ledger_read": "binlake.snapshot.ledger:Ledger.chunks",
+    "plan.source_queries": "binlake.snapshot.task:plan_table",
+    "schema_history": "binlake.mysql.schema_history:SchemaHistory.reset_all",
+    "scheduler": "binlake.snapshot.task:ChunkScheduler.run",
+    "scheduler.table": "binlake.snapshot.task:ChunkScheduler._table",
+    "scheduler.table.read_commit": "binlake.snapshot.task:_read_and_commit",
+    "scheduler.ledger_mark_finished": "binlake.snapshot.ledger:Ledger.mark_finished",
 }
 SNAPSHOT_TOP = ("validate", "plan", "schema_history", "scheduler")
 
-#: The stream's start-up (`binlake.stream.run_stream`) and its `foreachBatch` sink
-#: (`binlake.sink.BatchSink`): `batch.*` are parts of a batch; `batch.table.*` run in the sink's
-#: thread pool, one call per table.
+#: The stream's start-up (`binlake.stream.task.run_stream`) and its `foreachBatch` sink
+#: (`binlake.stream.sink.BatchSink`): `batch.*` are parts of a batch; `batch.table.*` run in
+#: the sink's thread pool, one call per table.
 STREAM_PHASES = {
-    "startup.validate": "binlake.stream:validate",
-    "startup.check_available": "binlake.stream:check_available",
-    "startup.ensure_silver": "binlake.stream:ensure_silver",
-    "startup.join_ready_tables": "binlake.stream:join_ready_tables",
-    "ledger_read": "binlake.ledger:Ledger.chunks",
-    "schema_history_entries": "binlake.schema_history:SchemaHistory.entries",
-    "batch": "binlake.sink:BatchSink._apply",
-    "batch.summary": "binlake.sink:batch_summary",
-    "batch.settings_choice": "binlake.sink:silver_sizes",
-    "batch.lag": "binlake.sink:BatchSink._lag",
-    "batch.join_ready_tables": "binlake.sink:join_ready_tables",
-    "batch.table": "binlake.sink:apply_table_changes",
-    "batch.table.silver_schema": "binlake.sink:data_columns",
-    "batch.table.summary": "binlake.silver:TableApply._summary",
-    "batch.table.changelog_append": "binlake.silver:TableApply._append_changelog",
-    "batch.table.merge": "binlake.silver:TableApply._merge",
+    "startup.validate": "binlake.stream.task:validate",
+    "startup.check_available": "binlake.stream.task:check_available",
+    "startup.ensure_silver": "binlake.stream.task:ensure_silver",
+    "startup.join_ready_tables": "binlake.stream.task:join_ready_tables",
+    "ledger_read": "binlake.snapshot.ledger:Ledger.chunks",
+    "schema_history_entries": "binlake.mysql.schema_history:SchemaHistory.entries",
+    "batch": "binlake.stream.sink:BatchSink._apply",
+    "batch.summary": "binlake.stream.sink:batch_summary",
+    "batch.settings_choice": "binlake.stream.sink:silver_sizes",
+    "batch.lag": "binlake.stream.sink:BatchSink._lag",
+    "batch.join_ready_tables": "binlake.stream.sink:join_ready_tables",
+    "batch.table": "binlake.stream.sink:apply_table_changes",
+    "batch.table.silver_schema": "binlake.stream.sink:data_columns",
+    "batch.table.summary": "binlake.silver.merge:TableApply._summary",
+    "batch.table.changelog_append": "binlake.silver.merge:TableApply._append_changelog",
+    "batch.table.merge": "binlake.silver.merge:TableApply._merge",
 }
 
 

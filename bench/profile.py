@@ -104,12 +104,12 @@ def session_text(profiler: Profiler) -> str:
 
 def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: int, server_id: int):
     """Read `chunks` consecutive chunks through the snapshot task's own `mapInArrow` function
-    (`binlake.snapshot._ChunkBatchReader`: read_chunk + Arrow batches), outside Spark. Returns
+    (`binlake.snapshot.task._ChunkBatchReader`: read_chunk + Arrow batches), outside Spark. Returns
     the rows read (each chunk's report row left out)."""
     import pyarrow as pa
 
-    from binlake.chunks import encode_key
-    from binlake.snapshot import REPORT, _ChunkBatchReader
+    from binlake.snapshot.chunks import encode_key
+    from binlake.snapshot.task import REPORT, _ChunkBatchReader
 
     def work() -> int:
         descriptors = [
@@ -128,7 +128,7 @@ def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: in
 
 def stream_work(spec: Any, start: Any, end: Any, limit: int):
     """Consume the stream reader's `read` over (start, end] until `limit` changes came out."""
-    from binlake.stream_source import BinlogStreamReader
+    from binlake.stream.binlog_source import BinlogStreamReader
 
     def work() -> int:
         reader = BinlogStreamReader(spec)

@@ -30,15 +30,19 @@ def rewrite_drift(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from bench.small_merges import customer_silver, update_records
-    from binlake.silver import (
+    from binlake.runtime.spark import (
+        DETERMINISTIC_MERGE_SOURCES,
+        KEY_SETS_BY_REFERENCE,
+        session_settings,
+    )
+    from binlake.silver.merge import (
         ChangelogEnds,
         TableApply,
         data_columns,
         silver_file_settings,
         silver_table,
     )
-    from binlake.sink import SilverSizes, settings_for
-    from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
+    from binlake.stream.sink import SilverSizes, settings_for
 
     config, table = customer_silver(bench, spark, monitor, "rewrite-drift")
     assert bench.kept_root is not None

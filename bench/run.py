@@ -20,7 +20,7 @@ BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_B
 BENCH_INSERT_MERGE_KEYS (1,1000: inserts per batch, in turn), BENCH_CODEGEN
 (compiled: the stream never interprets nor rewrites, as before `sink.SMALL_SILVER_BYTES` and
 `sink.REWRITE_BYTES`), BENCH_REWRITE_BYTES (the sink's `REWRITE_BYTES` for the run),
-BENCH_SILVER_FILE_ROWS (`silver.SILVER_FILE_ROWS` for the run),
+BENCH_SILVER_FILE_ROWS (`merge.SILVER_FILE_ROWS` for the run),
 BENCH_DRIFT_BATCHES (60), BENCH_DRIFT_KEYS (3: keys per batch), BENCH_HISTORY_DELAYS_MS
 (5,20), BENCH_HISTORY_ROUNDS (5), BENCH_TAG (suffix of the
 result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
@@ -90,7 +90,7 @@ def jdbc_jar() -> str | None:
 
 def bench_session(cores: int = 2):
     """binlake's own local session, plus MariaDB Connector/J for baseline B."""
-    from binlake.spark import local_session
+    from binlake.runtime.spark import local_session
 
     jar = jdbc_jar()
     if jar is None:
@@ -136,7 +136,7 @@ class Bench:
     ):
         """The bench's binlake config; `stream`: settings of its `stream` section besides the
         job name and trigger."""
-        from binlake.config import parse_config
+        from binlake.config.settings import parse_config
 
         return parse_config(
             {
@@ -223,12 +223,12 @@ class Bench:
         return self.rows / seconds
 
     def binlake_snapshot(self, spark, parallelism: int, name: str, keep: bool = False) -> float:
-        from binlake import jobs
+        from binlake.jobs import commands
 
         root = self.fresh_root(name)
         config = self.config(root, parallelism)
         started = time.monotonic()
-        summary = jobs.snapshot(spark, config)
+        summary = commands.snapshot(spark, config)
         seconds = time.monotonic() - started
         if summary.rows < self.rows * 0.99 or summary.rows > self.rows * 1.01:
             raise RuntimeError(f"binlake snapshot read {summary.rows} rows, expected {self.rows}")
@@ -247,11 +247,11 @@ class Bench:
         the table, one after another on one `ChunkReader` (its connections kept, as a snapshot
         task keeps them). The same data and process for both drivers, so their ratio is the
         fallback's cost without Spark, Delta or a second core in the way."""
-        from binlake.chunk_reader import ChunkReader
-        from binlake.chunks import ChunkRange
-        from binlake.snapshot import with_resolved_password
-        from binlake.source import connection
-        from binlake.validation import validate
+        from binlake.mysql.prerequisites import validate
+        from binlake.mysql.server import connection
+        from binlake.snapshot.chunk_reader import ChunkReader
+        from binlake.snapshot.chunks import ChunkRange
+        from binlake.snapshot.task import with_resolved_password
 
         config = self.config(WORK, 1)
         source = with_resolved_password(config.source)
@@ -317,9 +317,9 @@ def latest_version(spark, table) -> int:
 
 
 def current_offset(bench: Bench, database: str = "bench"):
-    from binlake.snapshot import with_resolved_password
-    from binlake.source import connection
-    from binlake.source import current_offset as head
+    from binlake.mysql.server import connection
+    from binlake.mysql.server import current_offset as head
+    from binlake.snapshot.task import with_resolved_password
 
     source = with_resolved_password(bench.config(WORK, 2, database=database).source)
     with connection(source) as conn:
@@ -329,9 +329,9 @@ def current_offset(bench: Bench, database: str = "bench"):
 def silver_fingerprint(spark, config, table=None) -> dict[str, int]:
     """Count, column sums and key range of silver's `table` (the config's only table if None):
     what `bench.data.table_fingerprint` computes on the source."""
-    from binlake.silver import silver_table
-    from binlake.source import connection
-    from binlake.validation import validate
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
+    from binlake.silver.merge import silver_table
 
     if table is None:
         with connection(config.source) as conn:
@@ -364,10 +364,10 @@ class CatchUp:
 
 
 def profiled_catch_up(spark, config, monitor, phase: str) -> CatchUp:
-    """`jobs.stream(available_now=True)` timed, with binlake's per-phase timings, Spark's
+    """`commands.stream(available_now=True)` timed, with binlake's per-phase timings, Spark's
     per-trigger durations and binlake's log lines (echoed with BENCH_VERBOSE)."""
     from bench.phases import STREAM_PHASES, LogCapture, PhaseTimer, QueryProgress
-    from binlake import jobs
+    from binlake.jobs import commands
 
     capture = LogCapture(echo=bool(os.environ.get("BENCH_VERBOSE")))
     with (
@@ -377,7 +377,7 @@ def profiled_catch_up(spark, config, monitor, phase: str) -> CatchUp:
         capture,
     ):
         started = time.monotonic()
-        summary = jobs.stream(spark, config, available_now=True)
+        summary = commands.stream(spark, config, available_now=True)
         seconds = time.monotonic() - started
     return CatchUp(summary, seconds, timer.result(), progress.progress, capture)
 
@@ -399,21 +399,21 @@ def first_catch_up(bench: Bench, spark, monitor) -> float:
 
 
 def create_silver(spark, config, monitor, phase: str) -> float:
-    """Silver created from bronze: the first `jobs.stream(available_now=True)` after a
+    """Silver created from bronze: the first `commands.stream(available_now=True)` after a
     snapshot, with nothing to catch up. Returns its seconds."""
-    from binlake import jobs
+    from binlake.jobs import commands
 
     with monitor.phase(phase):
         started = time.monotonic()
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
         return time.monotonic() - started
 
 
 def stream_burst(bench: Bench, spark, monitor) -> dict[str, Any]:
     from bench.data import make_burst, table_fingerprint
-    from binlake.silver import SILVER_FILE_ROWS, changelog_table, silver_table
-    from binlake.source import connection
-    from binlake.validation import validate
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
+    from binlake.silver.merge import SILVER_FILE_ROWS, changelog_table, silver_table
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
@@ -544,8 +544,8 @@ def merge_floor(bench: Bench, spark, config, version_before: int, start, end) ->
     same work."""
     from delta.tables import DeltaTable
 
-    from binlake.source import connection
-    from binlake.validation import validate
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
 
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
@@ -584,8 +584,8 @@ def append_floor(
     both the MERGE and this append for every batch; the bare MERGE floor holds only the first."""
     from delta.tables import DeltaTable
 
-    from binlake.source import connection
-    from binlake.validation import validate
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
 
     with connection(config.source) as conn:
         (table,) = validate(conn, config)
@@ -611,8 +611,8 @@ class FloorAppend:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
-        from binlake.offsets import position_token
-        from binlake.silver import OFFSET_COLUMN
+        from binlake.model.offsets import position_token
+        from binlake.silver.merge import OFFSET_COLUMN
 
         changelog = _changelog_path(config, table)
         first, last = position_token(start, 0), position_token(end, 99_999_999)
@@ -657,13 +657,13 @@ def silver_merge_metrics(spark, silver, after_version: int) -> dict[str, Any]:
 
 
 def _silver_path(config, table) -> str:
-    from binlake.silver import silver_table
+    from binlake.silver.merge import silver_table
 
     return _table_path(silver_table(config, table), "merge")
 
 
 def _changelog_path(config, table) -> str:
-    from binlake.silver import changelog_table
+    from binlake.silver.merge import changelog_table
 
     return _table_path(changelog_table(config, table), "append")
 
@@ -680,7 +680,7 @@ class FloorMerge:
     binlake appended while applying them), collapsed to the last change per key by
     `_binlake_offset` and written to a static Delta table at `changes_path`; `merge()` is the
     bare MERGE of them into the Delta table at `target_path`, with the clauses of binlake's
-    `silver.TableApply` (rewritten here, not imported): key equality plus the batch's key range
+    `merge.TableApply` (rewritten here, not imported): key equality plus the batch's key range
     on the target, delete when the change is a newer delete, update when newer, insert when not
     a delete. Everything but the MERGE itself (the key range too) is done before it is timed."""
 
@@ -688,9 +688,9 @@ class FloorMerge:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        from binlake.lake import column_name
-        from binlake.offsets import position_token
-        from binlake.silver import OFFSET_COLUMN, changelog_table, data_columns, silver_table
+        from binlake.lake.tables import column_name
+        from binlake.model.offsets import position_token
+        from binlake.silver.merge import OFFSET_COLUMN, changelog_table, data_columns, silver_table
 
         columns = data_columns(spark, silver_table(config, table), config, table.qualified)
         assert columns is not None
@@ -720,8 +720,8 @@ class FloorMerge:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
-        from binlake.lake import column_name
-        from binlake.silver import OFFSET_COLUMN
+        from binlake.lake.tables import column_name
+        from binlake.silver.merge import OFFSET_COLUMN
 
         on = F.lit(True)
         for j, k in enumerate(self.key):
@@ -752,10 +752,10 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
     MERGE of one marker's change into a copy of silver as it was before the run."""
     from pyspark.sql import functions as F
 
-    from binlake import jobs
-    from binlake.silver import silver_table
-    from binlake.source import connection
-    from binlake.validation import validate
+    from binlake.jobs import commands
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
+    from binlake.silver.merge import silver_table
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2, stream={"trigger_interval": bench.trigger})
@@ -767,7 +767,7 @@ def stream_latency(bench: Bench, spark, monitor) -> dict[str, Any]:
 
     def run() -> None:
         try:
-            jobs.stream(spark, config)
+            commands.stream(spark, config)
         except BaseException as exc:
             failure.append(exc)
 
@@ -877,7 +877,7 @@ def trigger_medians(progress: list[dict[str, Any]]) -> dict[str, Any]:
 def _await_stream_at(spark, head, failure: list[BaseException], timeout_s: float) -> None:
     """Wait until the running stream's last batch ended at or past `head` (its progress, read
     without a Spark job) or failed."""
-    from binlake.offsets import BinlogOffset
+    from binlake.model.offsets import BinlogOffset
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not failure:
@@ -902,9 +902,9 @@ def point_merge_floor(bench: Bench, spark, config, table, version0: int, samples
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from binlake.offsets import BinlogOffset
-    from binlake.silver import changelog_table
-    from binlake.sink import settings_for
+    from binlake.model.offsets import BinlogOffset
+    from binlake.silver.merge import changelog_table
+    from binlake.stream.sink import settings_for
 
     marks = (
         changelog_table(config, table).read(spark)
@@ -939,7 +939,7 @@ BACKLOG_TABLE = "backlog"
 def backlog_drain(bench: Bench, spark, monitor) -> dict[str, Any]:
     """A stream started after a long pause (a weekend): `BENCH_BACKLOG` row changes made to
     `bench.backlog` while its stream was stopped, then drained by one
-    `jobs.stream(available_now=True)` under binlake's default `stream.max_bytes_per_batch`
+    `commands.stream(available_now=True)` under binlake's default `stream.max_bytes_per_batch`
     (`BENCH_BACKLOG_MAX_BYTES` to set another; a series of bounded batches), and, from the same
     starting point, with `max_bytes_per_batch: None` (one unbounded batch). The two lake roots
     (own job names) are made the same way before the backlog is written (snapshot, silver, then
@@ -947,10 +947,10 @@ def backlog_drain(bench: Bench, spark, monitor) -> dict[str, Any]:
     runs first: the JVM keeps much of the heap it has grown, so the drains' starting RSS is in
     the result beside their peaks."""
     from bench.data import create_and_load, drop_table, make_burst, table_fingerprint
-    from binlake import jobs
-    from binlake.offsets import bytes_behind
-    from binlake.snapshot import with_resolved_password
-    from binlake.source import binlog_sizes, connection
+    from binlake.jobs import commands
+    from binlake.model.offsets import bytes_behind
+    from binlake.mysql.server import binlog_sizes, connection
+    from binlake.snapshot.task import with_resolved_password
 
     changes = env_int("BENCH_BACKLOG", 1_000_000)
     rows = env_int("BENCH_BACKLOG_ROWS", changes)
@@ -974,7 +974,7 @@ def backlog_drain(bench: Bench, spark, monitor) -> dict[str, Any]:
     for prefix, config in configs.items():
         with monitor.phase("backlog_snapshot"):
             started = time.monotonic()
-            snapshot = jobs.snapshot(spark, config)
+            snapshot = commands.snapshot(spark, config)
             result[f"{prefix}snapshot_s"] = round(time.monotonic() - started, 2)
         if snapshot.rows != rows:
             raise RuntimeError(f"the backlog snapshot read {snapshot.rows} rows, expected {rows}")
@@ -1092,7 +1092,7 @@ def event_batches(spark, config, since) -> list[dict[str, Any]]:
     `since` (a UTC datetime), oldest first: rows (changes), duration_s, lag_bytes."""
     from pyspark.sql import functions as F
 
-    from binlake.events import event_table
+    from binlake.lake.event_log import event_table
 
     return [
         r.asDict()
@@ -1135,10 +1135,10 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
         breakdown,
         snapshot_log_windows,
     )
-    from binlake import jobs
-    from binlake.sink import APPLY_THREADS
-    from binlake.source import connection
-    from binlake.validation import validate
+    from binlake.jobs import commands
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
+    from binlake.stream.sink import APPLY_THREADS
 
     n = env_int("BENCH_TABLES", 200)
     per = env_int("BENCH_TABLE_ROWS", 1000)
@@ -1157,7 +1157,7 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
         with PhaseTimer(SNAPSHOT_PHASES) as timer, LogCapture(echo=verbose) as capture:
             started_wall = time.time()
             started = time.monotonic()
-            summary = jobs.snapshot(spark, config)
+            summary = commands.snapshot(spark, config)
             seconds = time.monotonic() - started
         phases = timer.result()
         if summary.rows != rows:
@@ -1207,7 +1207,7 @@ def many_tables(bench: Bench, spark, monitor) -> dict[str, Any]:
     say("many tables: creating silver from bronze (available-now run)")
     with monitor.phase("many_tables_silver_init"), PhaseTimer(STREAM_PHASES) as init_timer:
         started = time.monotonic()
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
         init_s = time.monotonic() - started
     say(f"many tables: silver ready in {init_s:.1f} s ({init_s / n:.2f} s per table)")
 
@@ -1306,7 +1306,7 @@ def bronze_floor(spark, config, tables, root: Path) -> float:
     Delta table, as many tables at once as binlake's snapshot ran (`config.table_slots`). No
     MySQL, no watermarks, no ledger, no Delta read: what Delta's per-table write costs in this
     session."""
-    from binlake.lake import bronze_table
+    from binlake.lake.tables import bronze_table
 
     rows = {t.name: bronze_table(config, t).read(spark).toArrow() for t in tables}
 
@@ -1330,7 +1330,7 @@ def catchup_floor(spark, config, tables, root: Path, start, end) -> tuple[float,
     the sink chooses for these tables and changes (`sink.settings_for`: interpreted queries
     where their silver tables are small, MERGEs that rewrite files where the changes are few),
     so a setting that lowers binlake's cost lowers its floor too."""
-    from binlake.sink import APPLY_THREADS, settings_for
+    from binlake.stream.sink import APPLY_THREADS, settings_for
 
     def each(step: Callable[[Any], Any], floors: list[Any]) -> float:
         started = time.monotonic()
@@ -1378,12 +1378,12 @@ def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
         WriteRowsEvent,
     )
 
-    from binlake import binlog
-    from binlake.binlog import _open, read_changes
-    from binlake.offsets import BinlogOffset
-    from binlake.snapshot import with_resolved_password
-    from binlake.source import connection
-    from binlake.validation import validate
+    from binlake.model.offsets import BinlogOffset
+    from binlake.mysql import binlog
+    from binlake.mysql.binlog import _open, read_changes
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
+    from binlake.snapshot.task import with_resolved_password
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
@@ -1469,12 +1469,12 @@ def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
 
 def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     from bench.profile import profile, snapshot_work, stream_work
-    from binlake.layout import ledger_path
-    from binlake.ledger import Ledger
-    from binlake.snapshot import with_resolved_password
-    from binlake.source import connection
-    from binlake.stream import chunk_marks, stream_spec
-    from binlake.validation import validate
+    from binlake.lake.paths import ledger_path
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
+    from binlake.snapshot.ledger import Ledger
+    from binlake.snapshot.task import with_resolved_password
+    from binlake.stream.task import chunk_marks, stream_spec
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)
@@ -1488,7 +1488,7 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     chunks = env_int("BENCH_PROFILE_CHUNKS", 8)
     say(f"profile: binlake chunk reader, {chunks} chunks of {bench.chunk_size} rows, in-process")
     text1, sum1 = profile(
-        "snapshot: binlake.snapshot._ChunkBatchReader (chunk reads + Arrow batches, as a task "
+        "snapshot: binlake.snapshot.task._ChunkBatchReader (chunk reads + Arrow batches, as a task "
         "runs it)",
         snapshot_work(source, table, low, bench.chunk_size, chunks, SERVER_IDS[0] + 50),
         "rows",
@@ -1499,7 +1499,8 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     limit = env_int("BENCH_PROFILE_CHANGES", 60_000)
     say(f"profile: stream reader's read over the burst's binlog, first {limit:,} changes")
     text2, sum2 = profile(
-        "stream catch-up: binlake.stream_source.BinlogStreamReader.read (decode + HW filter)",
+        "stream catch-up: binlake.stream.binlog_source.BinlogStreamReader.read"
+        " (decode + HW filter)",
         stream_work(spec, start, end, limit),
         "changes",
     )
@@ -1520,18 +1521,18 @@ def main() -> int:
 
     bench = Bench()
     if os.environ.get("BENCH_CODEGEN") == "compiled":
-        from binlake import sink
+        from binlake.stream import sink
 
         sink.SMALL_SILVER_BYTES = -1  # no silver is that small: every batch compiles...
         sink.REWRITE_BYTES = -1  # ...and writes deletion vectors
     if os.environ.get("BENCH_REWRITE_BYTES"):
-        from binlake import sink
+        from binlake.stream import sink
 
         sink.REWRITE_BYTES = env_int("BENCH_REWRITE_BYTES", sink.REWRITE_BYTES)
     if os.environ.get("BENCH_SILVER_FILE_ROWS"):
-        from binlake import silver
+        from binlake.silver import merge
 
-        silver.SILVER_FILE_ROWS = env_int("BENCH_SILVER_FILE_ROWS", silver.SILVER_FILE_ROWS)
+        merge.SILVER_FILE_ROWS = env_int("BENCH_SILVER_FILE_ROWS", merge.SILVER_FILE_ROWS)
     only = os.environ.get("BENCH_ONLY", "")
     alone = (
         "stream", "many_tables", "backlog", "startup", "merge_source", "small_merges",
@@ -1576,7 +1577,7 @@ def main() -> int:
     )
     startup = measure_startup(monitor) if only != "stream" else None
     spark, info = start_spark(bench, monitor)
-    from binlake.lake import STATS_COLUMNS
+    from binlake.lake.tables import STATS_COLUMNS
 
     systems: list[tuple[str, str, Callable[[int], float]]] = [
         ("client_rows_s", "client (mariadb --quick)", lambda rep: bench.client()),
@@ -1613,7 +1614,7 @@ def main() -> int:
             ),
         ),
     ]
-    from binlake.source import bulk_driver
+    from binlake.mysql.server import bulk_driver
 
     readers = ["mysqldb", "pymysql"] if bulk_driver() == "mysqldb" else ["pymysql"]
     systems += [

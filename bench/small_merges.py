@@ -34,21 +34,21 @@ from bench.run import Bench, alternated, create_silver, current_offset, env_int,
 def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from binlake import sink
-    from binlake.silver import (
-        ChangelogEnds,
-        TableApply,
-        data_columns,
-        silver_table,
-    )
-    from binlake.sink import SilverSizes, settings_for
-    from binlake.spark import (
+    from binlake.runtime.spark import (
         COPY_ON_WRITE_MERGES,
         DETERMINISTIC_MERGE_SOURCES,
         INTERPRETED_QUERIES,
         KEY_SETS_BY_REFERENCE,
         session_settings,
     )
+    from binlake.silver.merge import (
+        ChangelogEnds,
+        TableApply,
+        data_columns,
+        silver_table,
+    )
+    from binlake.stream import sink
+    from binlake.stream.sink import SilverSizes, settings_for
 
     config, table = customer_silver(bench, spark, monitor, "small-merges")
     silver = silver_table(config, table)
@@ -141,8 +141,8 @@ def customer_silver(bench: Bench, spark: Any, monitor: Any, name: str) -> tuple[
     """`bench.customer` (`BENCH_ROWS`) loaded, snapshotted into the kept lake root `name` and its
     silver created (the stream's real layout): the lake's config and the table's schema."""
     from bench.data import create_and_load
-    from binlake.source import connection
-    from binlake.validation import validate
+    from binlake.mysql.prerequisites import validate
+    from binlake.mysql.server import connection
 
     create_and_load(bench.password or "", bench.port, bench.rows)
     bench.binlake_snapshot(spark, 2, name, keep=True)
@@ -158,8 +158,8 @@ def update_records(spark: Any, table: Any, rows: list[Any], index: int, start: A
     """The change records of batch `index` as the stream's source emits them: an update of each
     of silver's `rows` setting `c_login` to `#index`, each at its own offset past `start` (the
     binlog head after the snapshot), so newer than anything silver holds."""
-    from binlake.change_record import CHANGE_SCHEMA, ImageEncoder
-    from binlake.offsets import BinlogOffset, position_token
+    from binlake.model.offsets import BinlogOffset, position_token
+    from binlake.silver.change_record import CHANGE_SCHEMA, ImageEncoder
 
     names, encode = list(table.column_names), ImageEncoder(table)
     records = []

@@ -25,9 +25,9 @@ import psutil
 import pymysql
 import yaml
 
-from binlake.lake_files import ArrowFiles
-from binlake.offsets import BinlogOffset
-from binlake.sink import batch_end
+from binlake.lake.files import ArrowFiles
+from binlake.model.offsets import BinlogOffset
+from binlake.stream.sink import batch_end
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".cache" / "soak"

@@ -1,8 +1,8 @@
 """`startup.*`: how long a local `binlake` command takes from a new process to its first Delta
-write, its JVM started from the class archive `make setup` writes (`binlake.spark.class_archive`)
-against the same start without it. Every local command (`binlake snapshot`, `stream`, `verify`,
-each task of the bundle run locally) pays this once; a job on Databricks does not (the runtime's
-JVM is already up).
+write, its JVM started from the class archive `make setup` writes
+(`binlake.runtime.spark.class_archive`) against the same start without it. Every local command
+(`binlake snapshot`, `stream`, `verify`, each task of the bundle run locally) pays this once;
+a job on Databricks does not (the runtime's JVM is already up).
 
 Each round starts one child of each kind, in alternating order, so the machine's drift hits
 both alike; the figures are medians.
@@ -23,7 +23,7 @@ CHILD = """
 import json, sys, tempfile, time
 started = time.monotonic()
 from pyspark.sql import SparkSession
-from binlake.spark import with_delta
+from binlake.runtime.spark import with_delta
 builder = with_delta(SparkSession.builder.master("local[2]").appName("bench-startup"))
 if sys.argv[1] == "without":
     builder = builder.config("spark.driver.extraJavaOptions", "")
@@ -49,7 +49,7 @@ def _start(kind: str) -> dict[str, float]:
 
 def startup(rounds: int = 5) -> dict[str, Any]:
     """Medians over `rounds` of each kind; `first_write_speedup` is without / with."""
-    from binlake.spark import class_archive
+    from binlake.runtime.spark import class_archive
 
     if not class_archive().is_file():
         return {"skipped": f"no class archive at {class_archive()} (run `make setup`)"}

@@ -43,7 +43,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     compile costs more than its few rows (the silver-apply and soft-delete tests: 176 s and 198 s
     interpreted, 240 s and 235 s compiled, alternated). The CLI's child processes, the Spark
     Connect server and the bench start compiled, as users' compute does."""
-    from binlake.spark import INTERPRETED_QUERIES, local_session
+    from binlake.runtime.spark import INTERPRETED_QUERIES, local_session
 
     warehouse = str(tmp_path_factory.mktemp("warehouse"))
     session = local_session("binlake-tests", cores=2, warehouse_dir=warehouse)
@@ -79,7 +79,7 @@ def sql(db_env: dict[str, str], database: str) -> Callable[..., list[tuple[Any, 
 def _config(source: dict[str, Any], lake: Path, sections: dict[str, dict[str, Any]]) -> Any:
     """A validated Config: `source` (port, password, database) on 127.0.0.1, the lake at `lake`,
     a fresh range of replica server ids, `sections` merged over the test defaults."""
-    from binlake.config import parse_config
+    from binlake.config.settings import parse_config
 
     low = 6000 + (uuid.uuid4().int % 1000) * 20
     raw: dict[str, Any] = {

@@ -1,3 +1,3 @@
-from binlake.cli import main
+from binlake.jobs.cli import main
 
 raise SystemExit(main())

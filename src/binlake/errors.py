@@ -16,7 +16,7 @@ class BinlakeError(Exception):
     `retry_helps` says whether running the same command again, unchanged, can succeed (a source
     that was down, a lease another process held): a job scheduler may retry those. The others
     need a person or a changed setting, so a Databricks job that runs into one is paused
-    (`binlake.job_pause`) instead of failing the same way at every restart."""
+    (`binlake.jobs.pause`) instead of failing the same way at every restart."""
 
     exit_code = 2
     retry_helps = False
@@ -93,7 +93,7 @@ class UnfollowableChange(SchemaChangeError):
 
 
 class LeaseError(BinlakeError):
-    """Another process holds the lease of this job's ledger or checkpoint (`binlake.lease`), or
+    """Another process holds the lease of this job's ledger or checkpoint (`binlake.lake.lease`), or
     took it over from this one."""
 
     exit_code = 10
@@ -112,3 +112,7 @@ def carried_by(failure: BaseException) -> BinlakeError | None:
     if isinstance(kind, type) and issubclass(kind, BinlakeError):
         return kind(message.strip())
     return None
+
+
+class BundleError(BinlakeError):
+    """bundle.yml or a resource file is malformed, or a bundle job cannot be run or deployed."""

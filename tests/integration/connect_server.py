@@ -4,7 +4,7 @@ A test that runs the CLI in a subprocess with `SPARK_REMOTE=sc://127.0.0.1:<port
 works where the client process has no JVM at all (Databricks serverless, shared clusters). The
 server is the venv's own PySpark distribution (`bin/spark-submit` with `SparkConnectServer`, whose
 jar ships in `pyspark/jars`, so it is on the class path already) plus Delta's cached jars and
-extensions, configured like `binlake.spark.local_session`.
+extensions, configured like `binlake.runtime.spark.local_session`.
 
 Its Python workers (mapInArrow functions, foreachBatch functions, Python data sources) run
 `sys.executable`, so they import binlake from this venv, as they would on a cluster with the wheel.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyspark
 
-from binlake.spark import class_archive_conf, ivy_dir, local_tuning
+from binlake.runtime.spark import class_archive_conf, ivy_dir, local_tuning
 
 #: The JVM takes ~10-20 s to start with Delta; a loaded CI machine may take several times that.
 START_TIMEOUT = 120.0

@@ -103,7 +103,7 @@ def main() -> None:
     target, when, call, separator, *argv = sys.argv[1:]
     assert separator == "--", __doc__
     arm(target, when, int(call))
-    from binlake.cli import main as binlake
+    from binlake.jobs.cli import main as binlake
 
     raise SystemExit(binlake(argv))
 

@@ -18,11 +18,16 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from binlake import jobs, silver
-from binlake.events import event_table
-from binlake.lake import lake_table
-from binlake.sink import BatchSink
-from binlake.spark import COPY_ON_WRITE_MERGES, DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
+from binlake.jobs import commands
+from binlake.lake.event_log import event_table
+from binlake.lake.tables import lake_table
+from binlake.runtime.spark import (
+    COPY_ON_WRITE_MERGES,
+    DETERMINISTIC_MERGE_SOURCES,
+    INTERPRETED_QUERIES,
+)
+from binlake.silver import merge
+from binlake.stream.sink import BatchSink
 
 from .replay import connect
 
@@ -193,7 +198,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 180.0) -> None:
 @contextlib.contextmanager
 def running_stream(spark: Any, config: Any) -> Iterator[threading.Thread]:
     """A continuous `binlake stream` in a thread, stopped (even when the test fails) on exit."""
-    thread = threading.Thread(target=jobs.stream, args=(spark, config), daemon=True)
+    thread = threading.Thread(target=commands.stream, args=(spark, config), daemon=True)
     thread.start()
     try:
         wait_for(lambda: bool(spark.streams.active) or not thread.is_alive())
@@ -217,7 +222,7 @@ def stream_losing_its_commit(spark: Any, config: Any, monkeypatch: pytest.Monkey
     with monkeypatch.context() as patched:
         patched.setattr(BatchSink, "__call__", applied_then_lost)
         with pytest.raises(Exception, match="died before the checkpoint commit"):
-            jobs.stream(spark, config, available_now=True)
+            commands.stream(spark, config, available_now=True)
 
 
 def session_values(session: Any, settings: dict[str, str]) -> dict[str, str | None]:
@@ -242,9 +247,9 @@ class MergeSeen:
 def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
     """Each silver MERGE from now on, recorded as it runs."""
     merged: list[MergeSeen] = []
-    merge = silver.TableApply._merge
+    real_merge = merge.TableApply._merge
 
-    def observed(self: silver.TableApply, typed: Any, summary: Any) -> None:
+    def observed(self: merge.TableApply, typed: Any, summary: Any) -> None:
         session = typed.sparkSession
         settings = session_values(session, DETERMINISTIC_MERGE_SOURCES)
         codegen = session_values(session, INTERPRETED_QUERIES)
@@ -253,7 +258,7 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
         rewrites = session_values(session, COPY_ON_WRITE_MERGES)
         seen = MergeSeen(self.table.qualified, changes, partitions, settings, codegen, rewrites)
         merged.append(seen)
-        merge(self, typed, summary)
+        real_merge(self, typed, summary)
 
-    monkeypatch.setattr(silver.TableApply, "_merge", observed)
+    monkeypatch.setattr(merge.TableApply, "_merge", observed)
     return merged

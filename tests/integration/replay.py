@@ -1,9 +1,10 @@
 """An independent oracle for snapshot tests: the source's rows as of any binlog offset.
 
 The quiet initial state of a table (read with PyMySQL) plus the table's binlog row events, read
-with python-mysql-replication's `BinLogStreamReader` directly (not through `binlake.binlog`),
-replayed in order up to an offset. Values go through `binlake.typemap` normalisers (the spec of
-how a value lands in Delta); everything else here is deliberately separate from binlake's code.
+with python-mysql-replication's `BinLogStreamReader` directly (not through
+`binlake.mysql.binlog`), replayed in order up to an offset. Values go through
+`binlake.model.typemap` normalisers (the spec of how a value lands in Delta); everything else
+here is deliberately separate from binlake's code.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import QueryEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from binlake.offsets import BinlogOffset
-from binlake.schema import TableSchema
-from binlake.source import load_schema
-from binlake.typemap import map_table
+from binlake.model.offsets import BinlogOffset
+from binlake.model.schema import TableSchema
+from binlake.model.typemap import map_table
+from binlake.mysql.server import load_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
-from binlake.lake import lake_table
+from binlake.jobs import commands
+from binlake.lake.tables import lake_table
 
 from .crash import crashed_at
 from .items import (
@@ -35,12 +35,12 @@ def test_inserts_racing_the_snapshot_and_a_crashed_batch_land_once_by_insert_onl
     seed_items(sql, 400)
     config = make_config(snapshot={"chunk_size": 50}, stream={"trigger_interval": "1s"})
     with Racer(db_env, database, inserts_only=True) as racer:  # first and last chunk's keys
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
         # Silver's MERGE commits, then the run dies before the changelog and the batch commit.
-        with crashed_at("binlake.silver:TableApply._merge", "after", 1):
-            jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)  # replays the crashed batch, then the rest
+        with crashed_at("binlake.silver.merge:TableApply._merge", "after", 1):
+            commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)  # replays the crashed batch, then the rest
     assert racer.statements > 0
 
     assert_silver_is_source(spark, sql, config, "items")

@@ -313,7 +313,8 @@ def test_status_reads_the_lake_without_starting_spark(
 ) -> None:
     """`binlake status` counts silver exactly (deletion vectors included) with no JVM: the
     fake `java` fails any Spark start."""
-    from binlake import jobs, sink
+    from binlake.jobs import commands
+    from binlake.stream import sink
 
     # Deletes marked by deletion vectors, as by a large batch: a small one rewrites.
     monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", -1)
@@ -322,10 +323,10 @@ def test_status_reads_the_lake_without_starting_spark(
     sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     sql("INSERT INTO t VALUES " + ",".join(f"({i}, {i})" for i in range(1, 301)))
     config = make_config()
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     sql("DELETE FROM t WHERE id % 7 = 0")  # silver keeps these rows' files, marked deleted
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     remaining = sql("SELECT COUNT(*) FROM t")[0][0]
 
     outcome = run_cli(tmp_path, _raw_config(config, {}), ["status"])

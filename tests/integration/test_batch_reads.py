@@ -19,20 +19,21 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs, sink
-from binlake.change_record import DDL
-from binlake.offsets import BinlogOffset
-from binlake.silver import CHANGES_PER_TASK
-from binlake.sink import batch_summary
-from binlake.source import current_offset
-from binlake.stream import stream_spec
-from binlake.stream_source import (
+from binlake.jobs import commands
+from binlake.model.offsets import BinlogOffset
+from binlake.mysql.server import current_offset
+from binlake.silver.change_record import DDL
+from binlake.silver.merge import CHANGES_PER_TASK
+from binlake.stream import sink
+from binlake.stream.binlog_source import (
     BinlogRange,
     BinlogStreamReader,
     StreamSpec,
     binlog_source,
     read_range,
 )
+from binlake.stream.sink import batch_summary
+from binlake.stream.task import stream_spec
 
 from .items import (
     Racer,
@@ -67,7 +68,7 @@ def _snapshotted(spark: Any, make_config: Callable[..., Any], sql: Any) -> Any:
     """A snapshotted table: the schema history and the job's tables the reads plan from."""
     seed_items(sql, 400)
     config = make_config(snapshot={"chunk_size": 200}, stream={"bytes_per_read_task": READ_BYTES})
-    jobs.run(spark, config)
+    commands.run(spark, config)
     return config
 
 
@@ -144,8 +145,8 @@ def test_a_catch_up_read_by_several_tasks_with_writes_racing_lands_each_change_o
     config = _snapshotted(spark, make_config, sql)
     _backlog_around_a_ddl(db_env, database, sql)
     with Racer(db_env, database, pause=0.05):  # writes race the catch-up's reads
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)  # what the racer wrote meanwhile
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)  # what the racer wrote meanwhile
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
 
@@ -164,19 +165,19 @@ def test_a_joining_tables_catch_up_is_read_by_several_tasks_with_writes_racing(
     seed_items(sql, 400, copy="later")
     small_reads = {"bytes_per_read_task": READ_BYTES}
     narrow = make_config(source={"tables": ["items"]}, stream=small_reads)
-    jobs.run(spark, narrow)
+    commands.run(spark, narrow)
     wider = make_config(source={"tables": ["items", "later"]}, stream=small_reads)
     with Racer(db_env, database, "later", pause=0.002) as racer:
-        jobs.snapshot(spark, wider)  # its chunks' binlog windows race
+        commands.snapshot(spark, wider)  # its chunks' binlog windows race
         backlog = racer.statements + 300  # then a backlog past its high watermarks
         while racer.statements < backlog:
             racer.stop.wait(0.05)
     # The stream runs on past the backlog before the table joins: its catch-up holds it all.
-    jobs.stream(spark, narrow, available_now=True)
+    commands.stream(spark, narrow, available_now=True)
     merges = observed_merges(monkeypatch)
     with Racer(db_env, database, "later", pause=0.05):
-        jobs.stream(spark, wider, available_now=True)
-    jobs.stream(spark, wider, available_now=True)
+        commands.stream(spark, wider, available_now=True)
+    commands.stream(spark, wider, available_now=True)
     caught_up = next(m for m in merges if m.table.endswith(".later"))
     assert caught_up.changes is not None and 300 <= caught_up.changes < CHANGES_PER_TASK
     assert caught_up.partitions > 1, "the catch-up was read by one task"

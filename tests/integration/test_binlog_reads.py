@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from binlake import binlog
-from binlake.binlog import read_changes
-from binlake.changes import Op
 from binlake.errors import SourceError
-from binlake.offsets import BinlogOffset
-from binlake.source import connection, current_offset, load_schema
+from binlake.model.changes import Op
+from binlake.model.offsets import BinlogOffset
+from binlake.mysql import binlog
+from binlake.mysql.binlog import read_changes
+from binlake.mysql.server import connection, current_offset, load_schema
 
 from .replay import connect
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
-from binlake.events import event_table
-from binlake.lake_files import ArrowFiles
-from binlake.layout import checkpoint_path
-from binlake.offsets import BinlogOffset, bytes_behind
-from binlake.sink import batch_end
-from binlake.snapshot import batch_ids
-from binlake.source import binlog_sizes, current_offset
+from binlake.jobs import commands
+from binlake.lake.event_log import event_table
+from binlake.lake.files import ArrowFiles
+from binlake.lake.paths import checkpoint_path
+from binlake.model.offsets import BinlogOffset, bytes_behind
+from binlake.mysql.server import binlog_sizes, current_offset
+from binlake.snapshot.task import batch_ids
+from binlake.stream.sink import batch_end
 
 from .items import (
     Racer,
@@ -62,7 +62,7 @@ def test_a_backlog_drains_in_bounded_batches_that_end_between_transactions(
         stream={"trigger_interval": "1s", "max_bytes_per_batch": BUDGET},
         lake={"event_log": True},
     )
-    jobs.run(spark, config)  # snapshot, then a first catch-up
+    commands.run(spark, config)  # snapshot, then a first catch-up
     before = _batch_ends(config)
     with Racer(db_env, database) as racer:  # the backlog: the stream is not running
         while racer.statements < 500:
@@ -70,10 +70,10 @@ def test_a_backlog_drains_in_bounded_batches_that_end_between_transactions(
     # One transaction of ~60 KB: more than the bound, so a batch of its own.
     sql("UPDATE items SET qty = qty + 1, name = CONCAT(name, '-big')")
     with Racer(db_env, database, pause=0.2):  # writes race the drain
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
         with connect(db_env) as conn:
             head, sizes = current_offset(conn), binlog_sizes(conn)
-    jobs.stream(spark, config, available_now=True)  # what the racer wrote during the drain
+    commands.stream(spark, config, available_now=True)  # what the racer wrote during the drain
 
     ends = _batch_ends(config)[len(before) - 1 :]
     commits = commit_ends(db_env, ends[0], ends[-1])
@@ -112,7 +112,7 @@ def test_a_change_bound_counts_the_captured_tables_changes_alone(
         stream={"max_changes_per_batch": CHANGES, "max_bytes_per_batch": None},
         lake={"event_log": True},
     )
-    jobs.run(spark, config)
+    commands.run(spark, config)
     done = len(logged_events(spark, config, "stream_batch"))
     with Racer(db_env, database, pause=0.005) as racer:  # the backlog
         for block in range(4):
@@ -128,8 +128,8 @@ def test_a_change_bound_counts_the_captured_tables_changes_alone(
         # that ends before it is not the drain's last (which ends wherever the head was).
         with connect(db_env) as conn:
             head = current_offset(conn)
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
     batches = [
         (BinlogOffset(b.file, b.position), b.rows)
@@ -148,7 +148,7 @@ def test_a_change_bound_counts_the_captured_tables_changes_alone(
     done = len(logged_events(spark, config, "stream_batch"))
     for key in range(5):
         sql("INSERT INTO items (id, name, qty, price) VALUES (%s, 'tail', 1, 1.50)", (900 + key,))
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert [b.rows for b in logged_events(spark, config, "stream_batch")[done:]] == [5]
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")

@@ -10,10 +10,10 @@ from typing import Any, get_args
 
 import pytest
 
-from binlake.chunk_reader import ChunkReader
-from binlake.chunks import ChunkRange
 from binlake.errors import SourceError
-from binlake.source import BulkDriver, bulk_connect, bulk_connection, connection, load_schema
+from binlake.mysql.server import BulkDriver, bulk_connect, bulk_connection, connection, load_schema
+from binlake.snapshot.chunk_reader import ChunkReader
+from binlake.snapshot.chunks import ChunkRange
 
 from .test_tls import _cipher
 from .test_types import TABLES, _load_fixture

@@ -1,5 +1,5 @@
 """The bundle's jobs, run on this machine by `binlake bundle run-local`, against the real MariaDB
-and Delta: the same tasks (python_wheel_task → `binlake.cli.main`) a workspace would run."""
+and Delta: the same tasks (python_wheel_task → `binlake.jobs.cli.main`) a workspace would run."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from binlake import cli
 from binlake.bundle.definition import load_bundle
 from binlake.bundle.local import TaskFailed, run_job
-from binlake.config import parse_config
-from binlake.ledger import Ledger
+from binlake.config.settings import parse_config
+from binlake.jobs import cli
+from binlake.snapshot.ledger import Ledger
 
 from .items import logged_events
 

@@ -21,13 +21,13 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import types as T
 
-from binlake import jobs
-from binlake.chunks import ChunkRange
-from binlake.lake import PathTable, local_frame
-from binlake.lake_files import ArrowFiles, HadoopFiles, join
-from binlake.ledger import FINISHED, MARK, PENDING, ChunkResult, Ledger
-from binlake.ledger import SCHEMA as LEDGER_SCHEMA
-from binlake.offsets import BinlogOffset
+from binlake.jobs import commands
+from binlake.lake.files import ArrowFiles, HadoopFiles, join
+from binlake.lake.tables import PathTable, local_frame
+from binlake.model.offsets import BinlogOffset
+from binlake.snapshot.chunks import ChunkRange
+from binlake.snapshot.ledger import FINISHED, MARK, PENDING, ChunkResult, Ledger
+from binlake.snapshot.ledger import SCHEMA as LEDGER_SCHEMA
 
 from .items import (
     Racer,
@@ -225,16 +225,16 @@ def test_catalog_holds_bronze_changelog_and_silver(
     )
     workload = Workload(ROWS)
     with Writers(db_env, database, workload.step, threads=2, max_ops=3000, pause_s=0.03):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     with Writers(db_env, database, workload.step, threads=2, max_ops=2000, pause_s=0.05):
         _touch_notes(db_env, database, 1)
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     with Writers(db_env, database, workload.step, threads=2, max_ops=100, pause_s=0.01) as more:
         _touch_notes(db_env, database, 2)
         time.sleep(1.5)
     assert more.ops > 0
-    jobs.snapshot(spark, config, ["notes"], reset=True)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config, ["notes"], reset=True)
+    commands.stream(spark, config, available_now=True)
 
     for table in CAPTURED:
         for name in (f"bronze_{database}.{table}", f"bronze_{database}.{table}__changelog",
@@ -243,7 +243,7 @@ def test_catalog_holds_bronze_changelog_and_silver(
         assert_silver_equals_source(spark, db_env, config, table)
         assert_changelog_holds_each_change_once(spark, config, table)
     assert sorted(p.name for p in (tmp_path / "lake").iterdir()) == ["_system"]
-    status = jobs.status(config, lambda: spark)
+    status = commands.status(config, lambda: spark)
     assert f"{database}.notes" in status and "stream silver: at" in status, status
 
     notes = f"{CATALOG}.silver_{database}.notes"
@@ -282,12 +282,12 @@ def test_file_uri_lake_root_resumes_exactly_once_after_kills(
     with Racer(db_env, database):
         if killed:
             run_killed(config_file, "snapshot_between_bronze_and_ledger")
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
         time.sleep(1)  # changes for the stream's first batch
         if killed:
             run_killed(config_file, "stream_before_checkpoint_commit")
-        jobs.run(spark, config)
-    jobs.stream(spark, config, available_now=True)
+        commands.run(spark, config)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
     assert (tmp_path / "lake" / "silver").is_dir()

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from binlake import spark as sessions
+from binlake.runtime import spark as sessions
 
 from .replay import subprocess_env
 
 #: A local session doing one Delta write, as each `binlake` command's first step does.
 FIRST_WRITE = """
 import tempfile
-from binlake.spark import local_session
+from binlake.runtime.spark import local_session
 spark = local_session(cores=1, quiet=True)
 spark.range(10).write.format("delta").save(tempfile.mkdtemp() + "/t")
 """

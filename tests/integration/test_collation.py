@@ -20,10 +20,10 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from binlake import jobs
-from binlake.collation import CollationOrder
-from binlake.ledger import Ledger
-from binlake.source import load_schema
+from binlake.jobs import commands
+from binlake.mysql.collation import CollationOrder
+from binlake.mysql.server import load_schema
+from binlake.snapshot.ledger import Ledger
 
 from .replay import Writers, connect
 
@@ -189,7 +189,7 @@ def test_snapshot_and_stream_stay_exact_with_keys_ending_below_space(
     _race_each_commit(monkeypatch, db_env, database)
     config = make_config(snapshot={"chunk_size": 7, "parallelism": 2, "chunks_per_commit": 1})
     with Writers(db_env, database, _note_writer, threads=1, max_ops=3000, pause_s=0.02):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     monkeypatch.undo()
     chunks = Ledger(spark, config.lake.path("_system", "chunks")).chunks(f"{database}.tags")
     bronze = spark.read.format("delta").load(config.lake.path("bronze", database, "tags"))
@@ -204,7 +204,7 @@ def test_snapshot_and_stream_stay_exact_with_keys_ending_below_space(
     for round_ in range(2):
         with connect(db_env, database) as conn, conn.cursor() as cur:
             _after_snapshot(cur, round_ * 2)
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     print(f"\n{len(chunks)} chunks, {len(byte_wise_beyond)} keys beyond their end byte-wise")
 
     # Keys as UTF-8 bytes: a difference then shows its tabs and control characters.

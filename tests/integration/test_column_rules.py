@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 
-from binlake import jobs
 from binlake.errors import BinlakeError, ConfigError, SchemaChangeError
-from binlake.lake import lake_table
+from binlake.jobs import commands
+from binlake.lake.tables import lake_table
 
 from .items import assert_changelog_holds_each_change_once, wait_for
 from .replay import connect
@@ -124,12 +124,12 @@ def test_excluded_hashed_and_masked_columns_never_land_raw(
     writer = threading.Thread(target=_write, args=(db_env, database, stop), daemon=True)
     writer.start()
     try:
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
     finally:
         stop.set()
         writer.join()
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
     silver = lake_table(config.lake, "silver", database, "people").read(spark)
     assert "notes" not in silver.columns
@@ -138,7 +138,7 @@ def test_excluded_hashed_and_masked_columns_never_land_raw(
     assert_changelog_holds_each_change_once(spark, config, "people")
     changelog = lake_table(config.lake, "bronze", database, "people__changelog").read(spark)
     assert changelog.where("_op = 'delete'").count() > 0  # the key moves and deletes
-    assert jobs.verify(spark, config) == 0
+    assert commands.verify(spark, config) == 0
     out = capfd.readouterr()
     _assert_token_nowhere(spark, Path(config.lake.root), caplog.text + out.out + out.err)
 
@@ -148,7 +148,7 @@ def test_excluded_hashed_and_masked_columns_never_land_raw(
 
     def follow() -> None:
         try:
-            jobs.stream(spark, config)
+            commands.stream(spark, config)
         except BinlakeError as exc:
             stopped.append(exc)
 
@@ -161,15 +161,15 @@ def test_excluded_hashed_and_masked_columns_never_land_raw(
     assert len(stopped) == 1 and isinstance(stopped[0], SchemaChangeError), stopped
     assert "renames 'phone', which source.column_rules names, to 'mobile'" in str(stopped[0])
     with pytest.raises(ConfigError, match=r"names column 'phone', .* Renamed or dropped since"):
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     renamed = make_config(
         source={"column_rules": {"people": {**RULES["people"], "mask": ["mobile"]}}},
         snapshot={"chunk_size": 40, "split_keys": {"people": "tenant"}},
     )
     with pytest.raises(ConfigError, match=r"snapshot was read with .*phone.* --reset"):
-        jobs.stream(spark, renamed, available_now=True)
-    jobs.snapshot(spark, renamed, ["people"], reset=True)
-    jobs.stream(spark, renamed, available_now=True)
+        commands.stream(spark, renamed, available_now=True)
+    commands.snapshot(spark, renamed, ["people"], reset=True)
+    commands.stream(spark, renamed, available_now=True)
     masked = lake_table(config.lake, "silver", database, "people").read(spark)
     assert {r["mobile"] for r in masked.collect()} == {"****"}
     out = capfd.readouterr()
@@ -198,7 +198,7 @@ def test_a_rule_that_cannot_hold_is_refused_before_any_work(
     sql(CREATE)
     config = make_config(source={"column_rules": rules})
     with pytest.raises(ConfigError, match=refusal):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     assert not lake_table(config.lake, "bronze", config.source.database, "people").exists(spark)
 
 
@@ -209,4 +209,4 @@ def test_a_hash_rule_without_its_salt_is_refused(
     sql(CREATE)
     config = make_config(source={"column_rules": {"people": {"hash": ["email"]}}})
     with pytest.raises(ConfigError, match=r"'BINLAKE_HASH_SALT' .* is not set"):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
-from binlake.lake import lake_table
+from binlake.jobs import commands
+from binlake.lake.tables import lake_table
 
 from .items import (
     ITEMS,
@@ -81,8 +81,8 @@ def test_shards_in_several_databases_land_through_one_reader(
     with ExitStack() as racing:
         for suffix in shards:
             racing.enter_context(Racer(db_env, f"{database}_{suffix}"))
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
         shards["s1"]("INSERT INTO noise VALUES (1, 1), (2, 2)")
         # A DDL through the session's database: s2's items alone changes.
         shards["s2"]("ALTER TABLE items ADD COLUMN shelf VARCHAR(8) DEFAULT 'a1'")
@@ -97,8 +97,8 @@ def test_shards_in_several_databases_land_through_one_reader(
         shards["s4"] = in_database("s4")
         seed_items(shards["s4"], 40)
         racing.enter_context(Racer(db_env, f"{database}_s4"))
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     for suffix, sql in shards.items():
         kept = "qty <> 3" if suffix == "s2" else "TRUE"
         columns = assert_silver_is_source(
@@ -106,8 +106,8 @@ def test_shards_in_several_databases_land_through_one_reader(
         )
         assert ("shelf" in columns) is (suffix == "s2"), suffix
         assert_changelog_holds_each_change_once(spark, config, "items", f"{database}_{suffix}")
-    assert jobs.verify(spark, config) == 0  # the source's side read per database
-    status = jobs.status(config, lambda: spark)
+    assert commands.verify(spark, config) == 0  # the source's side read per database
+    status = commands.status(config, lambda: spark)
     assert all(f"{database}_{s}.items" in status for s in shards), status
     assert "none: captured from its CREATE" in status.split(f"{database}_s4.items")[1], status
     for name, table in ((f"{database}_s1", "noise"), (f"{database}_other", "items")):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
+from binlake.jobs import commands
 
 from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
 
@@ -16,14 +16,14 @@ pytestmark = pytest.mark.integration
 
 
 def _catch_up(spark: Any, config: Any) -> None:
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
 
 def _started(spark: Any, sql: Any, make_config: Any, racer: Any, mode: str) -> Any:
     seed_items(sql, 600)
     config = make_config(stream={"schema_changes": mode})
     with racer():
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     _catch_up(spark, config)
     return config
 
@@ -91,7 +91,7 @@ def test_a_migration_between_the_snapshot_and_the_first_stream_start(
     seed_items(sql, 600)
     config = make_config()
     with racer():
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     with racer():
         sql("ALTER TABLE items ADD COLUMN region VARCHAR(8) NOT NULL DEFAULT 'eu'")
         sql("UPDATE items SET region = 'us' WHERE id % 4 = 0")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
+from binlake.jobs import commands
 
 from .crash import crashed_at
 from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
@@ -21,12 +21,12 @@ pytestmark = pytest.mark.integration
 #: Where the stream crashes while applying the batch below: (function, when, which call).
 POINTS = {
     # ALTER … ADD COLUMN done, its default not yet set: the rerun left NULLs for good on main.
-    "between_add_and_backfill": ("binlake.silver_schema:literal_default", "before", 1),
+    "between_add_and_backfill": ("binlake.silver.schema_follow:literal_default", "before", 1),
     # Every segment applied, checkpoint not committed: the rerun re-applied the DDL after later
     # rows (a lenient rename's copy overwrote them; an evolve drop failed on every restart).
-    "before_checkpoint_commit": ("binlake.sink:BatchSink.__call__", "after", 1),
+    "before_checkpoint_commit": ("binlake.stream.sink:BatchSink.__call__", "after", 1),
     # Inside one DDL of two column changes, after the first.
-    "inside_a_ddl": ("binlake.silver_schema:_apply_column_change", "after", 3),
+    "inside_a_ddl": ("binlake.silver.schema_follow:_apply_column_change", "after", 3),
 }
 
 BATCH = [
@@ -55,14 +55,14 @@ def test_a_batch_with_ddl_killed_and_replayed_converges(
     seed_items(sql, 600)
     config = make_config(stream={"schema_changes": mode})
     with racer():
-        jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     with racer():
         for statement in BATCH:
             sql(statement)
     with crashed_at(*POINTS[point]):
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     columns = assert_silver_is_source(spark, sql, config, "items")
     assert ("price" in columns) is (mode == "lenient")
     assert_changelog_holds_each_change_once(spark, config, "items")

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from binlake.ddl_schema import schema_after_alter
-from binlake.schema import TableSchema
-from binlake.schema_source import ServerSchemas
-from binlake.source import load_schema
+from binlake.model.schema import TableSchema
+from binlake.mysql.ddl_schema import schema_after_alter
+from binlake.mysql.schema_source import ServerSchemas
+from binlake.mysql.server import load_schema
 
 from .replay import connect
 

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
 from binlake.errors import SnapshotIncompleteError
-from binlake.events import EVENT_SCHEMA, EventLog, event
-from binlake.lake import PathTable, lake_table
-from binlake.lake_files import ArrowFiles
-from binlake.layout import tables_path
-from binlake.offsets import BinlogOffset
-from binlake.schema_history import StreamTables
-from binlake.snapshot import schema_history
-from binlake.stream import checkpoint_offset
+from binlake.jobs import commands
+from binlake.lake.event_log import EVENT_SCHEMA, EventLog, event
+from binlake.lake.files import ArrowFiles
+from binlake.lake.paths import tables_path
+from binlake.lake.tables import PathTable, lake_table
+from binlake.model.offsets import BinlogOffset
+from binlake.mysql.schema_history import StreamTables
+from binlake.snapshot.task import schema_history
+from binlake.stream.task import checkpoint_offset
 
 from .items import Racer, assert_silver_is_source, logged_events, seed_items
 
@@ -48,15 +48,15 @@ def test_the_event_log_records_each_step_of_a_lifecycle_as_the_lake_does(
     )
     job, items, others = config.stream.job_name, f"{database}.items", f"{database}.others"
     with pytest.raises(SnapshotIncompleteError) as refused:
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     with Racer(db_env, database, pause=0.02):
-        first = jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        first = commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
     sql("ALTER TABLE items ADD COLUMN color VARCHAR(10) NULL")
     sql("UPDATE items SET color = 'red' WHERE id < 50")
-    jobs.stream(spark, config, available_now=True)
-    again = jobs.snapshot(spark, config, ["others"], reset=True)
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
+    again = commands.snapshot(spark, config, ["others"], reset=True)
+    commands.stream(spark, config, available_now=True)
 
     (error,) = logged_events(spark, config, "error")
     assert error.job == job and " ".join(str(refused.value).splitlines()) in error.message
@@ -95,7 +95,7 @@ def test_the_event_log_records_each_step_of_a_lifecycle_as_the_lake_does(
 def test_a_replayed_batch_appends_its_events_once(spark: Any, tmp_path: Any) -> None:
     table = PathTable(str(tmp_path / "events"))
     handler = EventLog(spark, table, "job", background=False)
-    logger = logging.getLogger("binlake.sink")
+    logger = logging.getLogger("binlake.stream.sink")
     for _ in range(2):  # the batch, then Spark's replay of it after a crash
         line = logger.makeRecord(
             logger.name, logging.INFO, __file__, 0, "batch %d applied", (7,), None,

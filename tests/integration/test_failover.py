@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
 from binlake.errors import BinlogResetError, SourceError
-from binlake.lake import lake_table
-from binlake.lake_files import ArrowFiles
-from binlake.lineage import current_lineage
-from binlake.stream import checkpoint_offset, planned_offset
+from binlake.jobs import commands
+from binlake.lake.files import ArrowFiles
+from binlake.lake.tables import lake_table
+from binlake.mysql.lineage import current_lineage
+from binlake.stream.task import checkpoint_offset, planned_offset
 
 from .items import (
     ITEMS,
@@ -102,7 +102,7 @@ def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
         primary, DATABASE, snapshot={"chunk_size": 100}, lake={"event_log": True}
     )
     with Racer(primary.db_env, DATABASE):
-        jobs.run(spark, on_primary)
+        commands.run(spark, on_primary)
     left = checkpoint_offset(ArrowFiles(), on_primary)
     assert left is not None and left.gtid  # the stream records its GTID position
     with Racer(primary.db_env, DATABASE) as racer:  # changes the stream has not read
@@ -131,11 +131,11 @@ def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
     # lake onto it, and resets nothing; `binlake run` (the bundle's job) finds nothing to read.
     bronze = lake_table(on_replica.lake, "bronze", DATABASE, "items").read(spark).count()
     with pytest.raises(SourceError, match="Run `binlake stream` first"):
-        jobs.snapshot(spark, on_replica, ["items"], reset=True)
+        commands.snapshot(spark, on_replica, ["items"], reset=True)
     assert lake_table(on_replica.lake, "bronze", DATABASE, "items").read(spark).count() == bronze
     with Racer(replica.db_env, DATABASE):
-        jobs.run(spark, on_replica)
-    jobs.stream(spark, on_replica, available_now=True)
+        commands.run(spark, on_replica)
+    commands.stream(spark, on_replica, available_now=True)
     _check(spark, replica, on_replica)
     moved = checkpoint_offset(ArrowFiles(), on_replica)
     assert moved is not None and moved.lineage == 1 and moved.file.endswith("@1")
@@ -149,8 +149,8 @@ def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
     _sql(replica, "RESET MASTER")
     _sql(replica, "SET GLOBAL gtid_binlog_state = %s", (state,))
     with Racer(replica.db_env, DATABASE, pause=0.02):
-        jobs.stream(spark, on_replica, available_now=True)
-    jobs.stream(spark, on_replica, available_now=True)
+        commands.stream(spark, on_replica, available_now=True)
+    commands.stream(spark, on_replica, available_now=True)
     _check(spark, replica, on_replica)
     assert current_lineage(ArrowFiles(), on_replica).number == 2
 
@@ -163,7 +163,7 @@ def test_a_promoted_replica_and_a_reset_binlog_resume_by_gtid(
         cur.execute("UPDATE items SET qty = qty + 1 WHERE id <= 5")
     lost = r"does not hold the stream's position .* `binlake snapshot --tables items --reset`"
     with pytest.raises(BinlogResetError, match=lost):
-        jobs.stream(spark, on_replica, available_now=True)
+        commands.stream(spark, on_replica, available_now=True)
 
 
 def test_a_replica_promoted_behind_the_same_address_under_a_running_stream(
@@ -185,7 +185,7 @@ def test_a_replica_promoted_behind_the_same_address_under_a_running_stream(
     config = make_private_config(
         address, DATABASE, snapshot={"chunk_size": 100}, stream={"trigger_interval": "1s"}
     )
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     files = ArrowFiles()
     with running_stream(spark, config) as stream:
         with Racer(address.db_env, DATABASE) as racer:
@@ -204,7 +204,7 @@ def test_a_replica_promoted_behind_the_same_address_under_a_running_stream(
             assert stream.is_alive()
     left = checkpoint_offset(files, config)
     assert left is not None and left.lineage == 1
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     _check(spark, address, config)  # the primary's address: the new primary
 
 
@@ -231,13 +231,13 @@ def test_a_replica_promoted_without_rows_a_snapshot_read_stops_the_stream_until_
     _sql(primary, f"CREATE TABLE `{DATABASE}`.notes AS SELECT id, name FROM `{DATABASE}`.items")
     _sql(primary, f"ALTER TABLE `{DATABASE}`.notes ADD PRIMARY KEY (id)")
     config = make_private_config(primary, DATABASE, snapshot={"chunk_size": 100})
-    jobs.run(spark, config)
-    jobs.snapshot(spark, config, ["notes"], reset=True)  # its join is left to the stream
+    commands.run(spark, config)
+    commands.snapshot(spark, config, ["notes"], reset=True)  # its join is left to the stream
     (position,) = _sql(primary, "SELECT @@GLOBAL.gtid_binlog_pos")[0]
     assert _sql(replica, "SELECT MASTER_GTID_WAIT(%s, 120)", (position,))[0][0] == 0
     _sql(replica, "STOP SLAVE")  # the replica holds all until here, and nothing later
     _sql(primary, f"INSERT INTO `{DATABASE}`.items (id, name, qty, price) VALUES (9999, 'x', 0, 1)")
-    jobs.snapshot(spark, config, ["items"], reset=True)  # reads row 9999 on the primary
+    commands.snapshot(spark, config, ["items"], reset=True)  # reads row 9999 on the primary
     primary.stop()
     _sql(replica, "RESET SLAVE ALL")
 
@@ -246,16 +246,16 @@ def test_a_replica_promoted_without_rows_a_snapshot_read_stops_the_stream_until_
     before = silver.read(spark).count()
     remedy = r"past the stream's position, .* `binlake snapshot --tables items --reset`"
     with pytest.raises(BinlogResetError, match=r"snapshot of shop\.items read .*" + remedy):
-        jobs.stream(spark, on_replica, available_now=True)
+        commands.stream(spark, on_replica, available_now=True)
     assert silver.read(spark).count() == before
     assert current_lineage(ArrowFiles(), on_replica).number == 1  # a snapshot may read it now
-    jobs.snapshot(spark, on_replica, ["items"], reset=True)
+    commands.snapshot(spark, on_replica, ["items"], reset=True)
     join = r"snapshot of shop\.notes was read .* `binlake snapshot --tables notes --reset`"
     with pytest.raises(BinlogResetError, match=join):
-        jobs.stream(spark, on_replica, available_now=True)
-    jobs.snapshot(spark, on_replica, ["notes"], reset=True)
+        commands.stream(spark, on_replica, available_now=True)
+    commands.snapshot(spark, on_replica, ["notes"], reset=True)
     for table in ("items", "notes"):  # changes the stream follows on the new source
         _sql(replica, f"UPDATE `{DATABASE}`.`{table}` SET name = 'moved' WHERE id <= 3")
-    jobs.stream(spark, on_replica, available_now=True)
+    commands.stream(spark, on_replica, available_now=True)
     assert_lands_exactly(spark, replica.db_env, on_replica, "items")
     assert_lands_exactly(spark, replica.db_env, on_replica, "notes")

@@ -24,11 +24,11 @@ import pymysql
 import pytest
 import yaml
 
-from binlake import jobs
-from binlake.lake_files import ArrowFiles
-from binlake.offsets import BinlogOffset
-from binlake.snapshot import run_snapshot
-from binlake.stream import checkpoint_offset
+from binlake.jobs import commands
+from binlake.lake.files import ArrowFiles
+from binlake.model.offsets import BinlogOffset
+from binlake.snapshot.task import run_snapshot
+from binlake.stream.task import checkpoint_offset
 
 from .items import (
     ITEMS,
@@ -180,7 +180,7 @@ def test_snapshot_survives_a_source_restart_and_killed_connections(
     assert not failures, f"the snapshot failed: {failures[0]!r}"
     assert faults >= 3, f"only {faults} faults hit the snapshot"
     print(f"snapshot done in {time.monotonic() - started:.0f} s through {faults} faults")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     _check(spark, server, config)
 
 
@@ -211,7 +211,7 @@ def test_continuous_stream_survives_source_restarts_and_killed_connections(
     server = private_mariadb({})
     _create_items(server, 400)
     config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     checkpoint = Path(config.lake.path("_system", "checkpoints", config.stream.job_name))
     log_file = tmp_path / "stream.log"
     env = {**subprocess_env(), "BINLAKE_FAULTS_PASSWORD": server.password}
@@ -277,8 +277,8 @@ def _await_stream_at(
 
 
 def _batch_end(checkpoint: Path, batch: int) -> tuple[str, int]:
-    from binlake.lake_files import ArrowFiles
-    from binlake.sink import batch_end
+    from binlake.lake.files import ArrowFiles
+    from binlake.stream.sink import batch_end
 
     end = batch_end(ArrowFiles(), str(checkpoint), batch)
     assert end is not None
@@ -293,12 +293,20 @@ def _batch_end(checkpoint: Path, batch: int) -> tuple[str, int]:
 #: (a small batch; a large one does both at once), then Spark writes the batch's commit to the
 #: checkpoint.
 KILL_POINTS = {
-    "snapshot_after_planning": ("binlake.ledger:Ledger.record_plans", "after", 1),
-    "snapshot_while_reading": ("binlake.snapshot:read_chunks", "during:0.5", 2),
-    "snapshot_between_bronze_and_ledger": ("binlake.ledger:Ledger.mark_finished", "before", 2),
-    "stream_after_changelog_append": ("binlake.silver:TableApply._append_changelog", "after", 1),
-    "stream_after_merge": ("binlake.silver:TableApply._merge", "after", 1),
-    "stream_before_checkpoint_commit": ("binlake.sink:BatchSink.__call__", "after", 1),
+    "snapshot_after_planning": ("binlake.snapshot.ledger:Ledger.record_plans", "after", 1),
+    "snapshot_while_reading": ("binlake.snapshot.task:read_chunks", "during:0.5", 2),
+    "snapshot_between_bronze_and_ledger": (
+        "binlake.snapshot.ledger:Ledger.mark_finished",
+        "before",
+        2,
+    ),
+    "stream_after_changelog_append": (
+        "binlake.silver.merge:TableApply._append_changelog",
+        "after",
+        1,
+    ),
+    "stream_after_merge": ("binlake.silver.merge:TableApply._merge", "after", 1),
+    "stream_before_checkpoint_commit": ("binlake.stream.sink:BatchSink.__call__", "after", 1),
 }
 
 
@@ -330,11 +338,11 @@ def test_driver_killed_at_each_point_reruns_exactly(
     config_file = write_config(config, tmp_path / "binlake.yml")
     with Racer(db_env, database):
         if point.startswith("stream"):
-            jobs.snapshot(spark, config)
+            commands.snapshot(spark, config)
             time.sleep(1)  # changes for the stream's first batch
         run_killed(config_file, point)
-        jobs.run(spark, config)  # the rerun: finishes the snapshot, resumes the stream
-    jobs.stream(spark, config, available_now=True)
+        commands.run(spark, config)  # the rerun: finishes the snapshot, resumes the stream
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
 
@@ -382,11 +390,11 @@ def test_a_binlog_reset_under_a_running_stream_stops_it_with_the_remedy(
     config = make_private_config(
         server, DATABASE, snapshot={"chunk_size": 100}, stream={"trigger_interval": "1s"}
     )
-    jobs.run(spark, config)
+    commands.run(spark, config)
     with RestartProofRacer(server, rotate_every=1000) as racer:
         while racer.statements < 300:
             time.sleep(0.1)
-    with running(lambda: jobs.stream(spark, config)) as (stream, failures):
+    with running(lambda: commands.stream(spark, config)) as (stream, failures):
         wait_for(lambda: bool(spark.streams.active) or not stream.is_alive())
         time.sleep(3)
         with connect(server.db_env, DATABASE) as conn, conn.cursor() as cur:
@@ -401,11 +409,11 @@ def test_a_binlog_reset_under_a_running_stream_stops_it_with_the_remedy(
     for refusal in (str(failures[0]), _refused_start(spark, config)):
         assert "RESET MASTER" in refusal and "binlake snapshot --tables items --reset" in refusal
 
-    jobs.snapshot(spark, config, ["items"], reset=True)
+    commands.snapshot(spark, config, ["items"], reset=True)
     renamed = make_private_config(
         server, DATABASE, snapshot={"chunk_size": 100}, stream={"job_name": "silver-2"}
     )
-    jobs.stream(spark, renamed, available_now=True)
+    commands.stream(spark, renamed, available_now=True)
     _check(spark, server, renamed)
 
 
@@ -413,7 +421,7 @@ def _refused_start(spark: Any, config: Any) -> str:
     from binlake.errors import BinlogPurgedError
 
     with pytest.raises(BinlogPurgedError) as raised:
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     return str(raised.value)
 
 
@@ -436,7 +444,7 @@ def test_a_stream_behind_for_half_the_binlog_expiry_warns_before_the_purge(
     server = private_mariadb({"binlog_expire_logs_seconds": "8"})
     _create_items(server, 200)
     config = make_private_config(server, DATABASE, snapshot={"chunk_size": 100})
-    jobs.run(spark, config)
+    commands.run(spark, config)
 
     def warned_after(pause: float, job: Any = config) -> list[str]:
         with RestartProofRacer(server, rotate_every=10**9) as racer:
@@ -444,21 +452,21 @@ def test_a_stream_behind_for_half_the_binlog_expiry_warns_before_the_purge(
                 time.sleep(0.05)
         time.sleep(pause)
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="binlake.stream"):
-            jobs.stream(spark, job, available_now=True)
+        with caplog.at_level(logging.WARNING, logger="binlake.stream.task"):
+            commands.stream(spark, job, available_now=True)
         return [r.getMessage() for r in caplog.records if "purges binlogs" in r.getMessage()]
 
     assert warned_after(0.0) == []  # a backlog seconds old
     (warning,) = warned_after(5.0)  # older than 4 s, half the expiry
     assert "catch up within" in warning and "binlog_expire_logs_seconds" in warning, warning
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="binlake.stream"):
-        jobs.stream(spark, config, available_now=True)  # caught up: nothing left to lose
+    with caplog.at_level(logging.WARNING, logger="binlake.stream.task"):
+        commands.stream(spark, config, available_now=True)  # caught up: nothing left to lose
     assert not [r for r in caplog.records if "purges binlogs" in r.getMessage()]
 
     # A running stream checks again at its batches while it is behind (every 5 min; here every
     # batch), and the event log keeps each warning where the stream stood.
-    monkeypatch.setattr("binlake.sink.RETENTION_CHECK_S", 0.0)
+    monkeypatch.setattr("binlake.stream.sink.RETENTION_CHECK_S", 0.0)
     bounded = make_private_config(
         server,
         DATABASE,
@@ -496,14 +504,14 @@ def test_a_purged_resume_offset_starts_the_job_anew_from_a_new_snapshot(
     under the same name, with writes racing; a crash during that new snapshot is finished by
     the next start. Silver equals the source; the changelog holds each change once; the event
     log says what was lost, where."""
-    from binlake.snapshot import ChunkScheduler
+    from binlake.snapshot.task import ChunkScheduler
 
     server = private_mariadb({})
     _create_items(server, 300)
     config = make_private_config(
         server, DATABASE, snapshot={"chunk_size": 100}, lake={"event_log": True}
     )
-    jobs.run(spark, config)
+    commands.run(spark, config)
     lost_at = checkpoint_offset(ArrowFiles(), config)
     _purge_behind_the_stream(server)
 
@@ -513,10 +521,10 @@ def test_a_purged_resume_offset_starts_the_job_anew_from_a_new_snapshot(
     with monkeypatch.context() as patched, RestartProofRacer(server):
         patched.setattr(ChunkScheduler, "run", killed)
         with pytest.raises(RuntimeError, match="the new snapshot died"):
-            jobs.stream(spark, config, available_now=True)
+            commands.stream(spark, config, available_now=True)
     with RestartProofRacer(server):  # the next start finishes it, writes racing
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     _check(spark, server, config)
 
     (purged,) = logged_events(spark, config, "binlog_purged")
@@ -545,13 +553,13 @@ def test_purged_resume_offset_names_the_tables_and_its_remedy_works(
     config = make_private_config(
         server, DATABASE, snapshot={"chunk_size": 100}, stream={"on_binlog_purged": "stop"}
     )
-    jobs.run(spark, config)
+    commands.run(spark, config)
     _purge_behind_the_stream(server)
     silver = Path(config.lake.path("silver", DATABASE, "items"))
     versions = _committed_versions(silver)
 
     with pytest.raises(BinlogPurgedError) as raised:
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     message = str(raised.value)
     assert f"{DATABASE}.items" in message, message
     assert "binlake snapshot --tables items --reset" in message, message
@@ -559,10 +567,10 @@ def test_purged_resume_offset_names_the_tables_and_its_remedy_works(
     assert _committed_versions(silver) == versions, "a refused start wrote to silver"
 
     with RestartProofRacer(server):  # the remedy, with writes racing it
-        jobs.snapshot(spark, config, ["items"], reset=True)
+        commands.snapshot(spark, config, ["items"], reset=True)
         renamed = make_private_config(
             server, DATABASE, snapshot={"chunk_size": 100}, stream={"job_name": "silver-2"}
         )
-        jobs.stream(spark, renamed, available_now=True)
-    jobs.stream(spark, renamed, available_now=True)
+        commands.stream(spark, renamed, available_now=True)
+    commands.stream(spark, renamed, available_now=True)
     _check(spark, server, renamed)

@@ -13,13 +13,13 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from binlake import jobs
-from binlake import snapshot as snapshot_module
 from binlake.errors import ConfigError, LakeError
-from binlake.lake import lake_table
-from binlake.schema_history import StreamTables
-from binlake.silver import offset_token
-from binlake.status import gather_status
+from binlake.jobs import commands
+from binlake.jobs.status import gather_status
+from binlake.lake.tables import lake_table
+from binlake.mysql.schema_history import StreamTables
+from binlake.silver.merge import offset_token
+from binlake.snapshot import task as snapshot_module
 
 from .items import (
     Racer,
@@ -102,12 +102,12 @@ def test_history_equals_a_replay_of_the_changelog_across_a_replay_and_a_resnapsh
     )
 
     with Racer(db_env, database):  # inserts, updates, deletes and key moves
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
         first_snapshot = _snapshot_rows(spark, config, "items")
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
         stream_losing_its_commit(spark, config, monkeypatch)
-        jobs.stream(spark, config, available_now=True)  # replays the lost batch first
-    jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)  # replays the lost batch first
+    commands.stream(spark, config, available_now=True)
 
     silver = lake_table(config.lake, "silver", database, "items")
     columns = assert_silver_is_source(spark, sql, config, "items", where="_is_current")
@@ -119,7 +119,7 @@ def test_history_equals_a_replay_of_the_changelog_across_a_replay_and_a_resnapsh
         "_binlake_end_offset",
     ]
     assert_changelog_holds_each_change_once(spark, config, "items")
-    assert jobs.verify(spark, config) == 0  # verify compares the current versions
+    assert commands.verify(spark, config) == 0  # verify compares the current versions
     history = silver.read(spark)
     assert history.where("NOT _is_current").count() > 50, "the racer changed too few rows"
     _assert_history_replays(spark, config, "items", first_snapshot)
@@ -132,8 +132,8 @@ def test_history_equals_a_replay_of_the_changelog_across_a_replay_and_a_resnapsh
     renamed, deleted = live[:5], live[5:]
     sql("UPDATE items SET name = 'renamed' WHERE id IN (%s, %s, %s, %s, %s)", renamed)
     sql("DELETE FROM items WHERE id IN (%s, %s, %s)", deleted)
-    jobs.snapshot(spark, config, tables=["items"], reset=True)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config, tables=["items"], reset=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items", where="_is_current")
     after = silver.read(spark)
     assert after.count() == versions + len(renamed)  # one new version each; nothing lost
@@ -149,7 +149,7 @@ def test_history_equals_a_replay_of_the_changelog_across_a_replay_and_a_resnapsh
     live_versions = after.where("_is_current").count()
     sql("TRUNCATE TABLE items")
     sql("INSERT INTO items (id, name, qty, price) VALUES (1, 'after the truncate', 1, 1.00)")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items", where="_is_current")
     ended = silver.read(spark).where("_binlake_end_offset IS NOT NULL")
     ends = ended.groupBy("_binlake_end_offset", "_valid_to").count().orderBy("_binlake_end_offset")
@@ -168,8 +168,8 @@ def test_a_join_repeated_after_a_crash_restores_the_history_it_began_from(
     seed_items(sql, 300, copy="other")
     scd2 = {"history_tables": {"other": "scd2"}}
     config = make_config(source={"tables": ["items"]}, stream={"trigger_interval": "1s"})
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     both = make_config(
         source={"tables": ["items", "other"]},
         silver=scd2,
@@ -204,12 +204,12 @@ def test_a_join_repeated_after_a_crash_restores_the_history_it_began_from(
         patched.setattr(StreamTables, "update", crash_before_recording_the_join)
         patched.setattr(snapshot_module, "_read_and_commit", change_the_first_chunk_after_it)
         with running_stream(spark, both) as stream:
-            jobs.snapshot(spark, both)  # `other` joins the running stream when it finishes
+            commands.snapshot(spark, both)  # `other` joins the running stream when it finishes
             wait_for(lambda: not stream.is_alive())
     assert crashed and changed
     silver = lake_table(config.lake, "silver", config.source.database, "other")
     assert silver.read(spark).where("note = 'caught up'").count() > 0, "no catch-up"
-    jobs.stream(spark, both, available_now=True)
+    commands.stream(spark, both, available_now=True)
     assert_silver_is_source(spark, sql, both, "other", where="_is_current")
     assert_changelog_holds_each_change_once(spark, both, "other")
     _assert_history_replays(spark, both, "other", _snapshot_rows(spark, both, "other"))
@@ -222,9 +222,9 @@ def test_a_latest_silver_turns_into_history_and_history_is_never_read_as_latest(
     version ended at its delete, and `_deleted_at` goes."""
     seed_items(sql, 50)
     latest = make_config(stream={"trigger_interval": "1s"}, silver={"deletes": "soft"})
-    jobs.run(spark, latest)
+    commands.run(spark, latest)
     sql("DELETE FROM items WHERE id = 7")
-    jobs.stream(spark, latest, available_now=True)
+    commands.stream(spark, latest, available_now=True)
     deleted_at = lake_table(latest.lake, "silver", latest.source.database, "items").read(spark)
     (seven,) = deleted_at.where("id = 7").collect()
     history = make_config(
@@ -232,7 +232,7 @@ def test_a_latest_silver_turns_into_history_and_history_is_never_read_as_latest(
     )
     sql("UPDATE items SET name = 'changed' WHERE id = 3")
 
-    jobs.stream(spark, history, available_now=True)
+    commands.stream(spark, history, available_now=True)
 
     silver = lake_table(history.lake, "silver", history.source.database, "items").read(spark)
     assert "_deleted_at" not in silver.columns
@@ -245,7 +245,7 @@ def test_a_latest_silver_turns_into_history_and_history_is_never_read_as_latest(
     (items,) = gather_status(history, lambda: spark).tables
     assert (items.silver_rows, items.silver_versions) == (49, 51)  # status counts both
     with pytest.raises(LakeError, match=r"keeps every version of its rows .* set silver.history"):
-        jobs.stream(spark, latest, available_now=True)
+        commands.stream(spark, latest, available_now=True)
 
 
 def test_history_tables_naming_no_table_is_refused_with_the_closest_name(
@@ -256,4 +256,4 @@ def test_history_tables_naming_no_table_is_refused_with_the_closest_name(
     with pytest.raises(
         ConfigError, match=r"'itmes', which matches no captured table \(did you mean 'items'\?\)"
     ):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
 from binlake.errors import SourceError
-from binlake.source import connection
-from binlake.validation import validate
-from binlake.verify import verify_silver
+from binlake.jobs import commands
+from binlake.jobs.verify import verify_silver
+from binlake.mysql.prerequisites import validate
+from binlake.mysql.server import connection
 
 from .replay import Oracle, Writers, connect, head_offset
 from .test_snapshot import assert_chunks_match_replay
@@ -148,7 +148,7 @@ def test_awkward_identifiers_snapshot_and_stream_equal_the_source(
 
     with Writers(db_env, database, _writer, threads=3, max_ops=20_000, pause_s=0.01) as writers:
         time.sleep(0.2)
-        summary = jobs.snapshot(spark, config)
+        summary = commands.snapshot(spark, config)
     assert summary.tables == 2 and summary.chunks >= 20, summary
     raced = 0
     for table, oracle in oracles.items():
@@ -157,12 +157,12 @@ def test_awkward_identifiers_snapshot_and_stream_equal_the_source(
     assert raced > 0, f"no chunk raced a write ({writers.ops} writes): writers too slow"
 
     with Writers(db_env, database, _writer, threads=2, max_ops=1000, pause_s=0.02):
-        first = jobs.stream(spark, config, available_now=True)
+        first = commands.stream(spark, config, available_now=True)
     rng = random.Random(11)
     with connect(db_env, database) as conn, conn.cursor() as cur:
         for _ in range(200):
             _writer(cur, rng)
-    last = jobs.stream(spark, config, available_now=True)
+    last = commands.stream(spark, config, available_now=True)
     assert first.changes + last.changes > 0
 
     for table in (WIDE, PAIRS):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from binlake import cli
+from binlake.jobs import cli
 
 from .items import logged_events
 from .workspace_api import JOB_ID, TOKEN, Workspace

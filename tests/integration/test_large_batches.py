@@ -1,5 +1,5 @@
 """How a batch is run. A large one on both cores: a table's changes spread over several tasks
-(`silver.CHANGES_PER_TASK`) and merged into silver from a source Delta does not copy first
+(`merge.CHANGES_PER_TASK`) and merged into silver from a source Delta does not copy first
 (`spark.DETERMINISTIC_MERGE_SOURCES`, in force while the stream runs). Delta copies a source it
 cannot prove deterministic because it reads it twice; binlake's batch must read the same both
 times, and its replay after a crash must change nothing. One into small silver tables with
@@ -13,11 +13,17 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs, silver, sink
-from binlake.silver import silver_table
-from binlake.source import connection
-from binlake.spark import COPY_ON_WRITE_MERGES, DETERMINISTIC_MERGE_SOURCES, INTERPRETED_QUERIES
-from binlake.validation import validate
+from binlake.jobs import commands
+from binlake.mysql.prerequisites import validate
+from binlake.mysql.server import connection
+from binlake.runtime.spark import (
+    COPY_ON_WRITE_MERGES,
+    DETERMINISTIC_MERGE_SOURCES,
+    INTERPRETED_QUERIES,
+)
+from binlake.silver import merge
+from binlake.silver.merge import silver_table
+from binlake.stream import sink
 
 from .items import (
     Racer,
@@ -41,17 +47,17 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     again: silver equals the source and the changelog holds each change once. Every MERGE ran
     with Delta's copy off and the batch in several partitions; the session's own settings are
     back once the stream ends."""
-    monkeypatch.setattr(silver, "CHANGES_PER_TASK", 40)
+    monkeypatch.setattr(merge, "CHANGES_PER_TASK", 40)
     merges = observed_merges(monkeypatch)
     seed_items(sql, 600)
     config = make_config(stream={"trigger_interval": "1s"})
     before = session_values(spark, DETERMINISTIC_MERGE_SOURCES)
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     with Racer(db_env, database, pause=0.002) as racer:
         time.sleep(2)
         assert racer.statements > 2 * 40
         stream_losing_its_commit(spark, config, monkeypatch)
-    jobs.stream(spark, config, available_now=True)  # the replay, and the racer's last changes
+    commands.stream(spark, config, available_now=True)  # the replay, and the racer's last changes
     assert merges and all(m.settings == DETERMINISTIC_MERGE_SOURCES for m in merges)
     assert max(m.partitions for m in merges) > 1
     assert session_values(spark, DETERMINISTIC_MERGE_SOURCES) == before
@@ -81,8 +87,8 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
     try:
         compiled = session_values(spark, INTERPRETED_QUERIES)
         assert compiled != INTERPRETED_QUERIES
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)  # silver made, the table joined
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)  # silver made, the table joined
         qualified = f"{database}.items"
         with connection(config.source) as conn:
             tables = {t.qualified: t for t in validate(conn, config)}
@@ -95,7 +101,7 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
         with Racer(db_env, database, pause=0.01) as racer:
             while racer.statements < 50:
                 racer.stop.wait(0.05)
-            jobs.stream(spark, config, available_now=True)
+            commands.stream(spark, config, available_now=True)
         small = list(merges)
         small_commits = _merge_metrics(spark, silver.sql)[len(created) :]
         assert session_values(spark, INTERPRETED_QUERIES) == compiled
@@ -103,7 +109,7 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
         monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", size.bytes - 1)
         monkeypatch.setattr(sink, "REWRITE_BYTES", size.rewritten(5) - 1)
         sql("UPDATE items SET qty = qty + 1 WHERE id <= 5")
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
         larger_commits = _merge_metrics(spark, silver.sql)[len(created) + len(small_commits) :]
         assert session_values(spark, INTERPRETED_QUERIES) == compiled
         assert session_values(spark, COPY_ON_WRITE_MERGES) == own_rewrites

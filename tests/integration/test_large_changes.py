@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
+from binlake.jobs import commands
 
 from .items import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .replay import connect
@@ -56,7 +56,7 @@ def test_multi_megabyte_rows_and_a_100k_row_transaction(
     writer = threading.Thread(target=rewrite_blobs, daemon=True)
     writer.start()
     try:
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     finally:
         stop.set()
         writer.join()
@@ -74,7 +74,7 @@ def test_multi_megabyte_rows_and_a_100k_row_transaction(
         cur.execute("COMMIT")
         cur.execute("UPDATE blobs SET body = %s WHERE id IN (1, 2)", (_body(999, 6 * MB),))
         cur.execute("DELETE FROM blobs WHERE id = 3")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
     for table in ("blobs", "bulk"):
         assert_silver_is_source(spark, sql, config, table)

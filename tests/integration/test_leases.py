@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from binlake import jobs
 from binlake.errors import LeaseError
+from binlake.jobs import commands
 
 from .items import (
     assert_changelog_holds_each_change_once,
@@ -75,7 +75,7 @@ def test_a_second_snapshot_refuses_while_one_runs(
         finally:
             if first.poll() is None:
                 first.kill()
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
 
@@ -87,11 +87,11 @@ def test_a_second_stream_on_one_checkpoint_refuses_while_one_runs(
     started too: it refuses, and the running stream's binlog reader is not evicted."""
     seed_items(sql, 400)
     config = make_config(stream={"trigger_interval": "1s"})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     with racer(), running_stream(spark, config) as stream:
         _refused(_cli(config, tmp_path, "stream", "--available-now"), os.getpid())
         _refused(_cli(config, tmp_path, "run"), os.getpid())
         assert stream.is_alive()
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
 from binlake.errors import LakeError, SnapshotIncompleteError, SourceError
-from binlake.lake import lake_table
-from binlake.ledger import Ledger
-from binlake.schema_history import StreamTables
-from binlake.snapshot import ChunkScheduler
+from binlake.jobs import commands
+from binlake.lake.tables import lake_table
+from binlake.mysql.schema_history import StreamTables
+from binlake.snapshot.ledger import Ledger
+from binlake.snapshot.task import ChunkScheduler
 
 from .items import (
     assert_changelog_holds_each_change_once,
@@ -39,8 +39,8 @@ def test_a_new_job_started_before_the_reset_snapshot_finished_builds_silver_from
     and the changes between the old job's end and the new snapshot never reached silver."""
     seed_items(sql, 300)
     config = make_config()
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     sql("UPDATE items SET qty = qty + 100 WHERE id <= 150")
     sql("DELETE FROM items WHERE id > 280")
 
@@ -50,13 +50,13 @@ def test_a_new_job_started_before_the_reset_snapshot_finished_builds_silver_from
     with monkeypatch.context() as patched:
         patched.setattr(ChunkScheduler, "run", killed)
         with pytest.raises(RuntimeError):
-            jobs.snapshot(spark, config, ["items"], reset=True)
+            commands.snapshot(spark, config, ["items"], reset=True)
     again = make_config(stream={"job_name": "after_reset"})
     with pytest.raises(SnapshotIncompleteError):
-        jobs.stream(spark, again, available_now=True)
-    jobs.snapshot(spark, again)
+        commands.stream(spark, again, available_now=True)
+    commands.snapshot(spark, again)
     sql("UPDATE items SET qty = qty + 1000 WHERE id BETWEEN 100 AND 200")
-    jobs.stream(spark, again, available_now=True)
+    commands.stream(spark, again, available_now=True)
     assert_silver_is_source(spark, sql, again, "items")
     assert_changelog_holds_each_change_once(spark, again, "items")
 
@@ -76,15 +76,15 @@ def test_a_job_started_again_over_a_deleted_checkpoint_appends_each_change_once(
     skipped every changelog append until they passed the old ones: the changes were lost."""
     seed_items(sql, 300)
     config = make_config()
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     sql("UPDATE items SET qty = qty + 1 WHERE id <= 100")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     sql("UPDATE items SET qty = qty + 1 WHERE id > 250")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert _changelog_offsets(spark, config, "items") == 150
     shutil.rmtree(config.lake.path("_system", "checkpoints", config.stream.job_name))
     sql("UPDATE items SET qty = qty + 1 WHERE id BETWEEN 101 AND 130")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert _changelog_offsets(spark, config, "items") == 180
 
@@ -100,8 +100,8 @@ def test_a_join_repeated_after_a_crash_appends_each_change_once(
     changes after it a second time."""
     seed_items(sql, 300, copy="other")
     config = make_config(source={"tables": ["items"]}, stream={"trigger_interval": "1s"})
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     both = make_config(source={"tables": ["items", "other"]}, stream={"trigger_interval": "1s"})
     other = f"{config.source.database}.other"
     update = StreamTables.update
@@ -116,10 +116,10 @@ def test_a_join_repeated_after_a_crash_appends_each_change_once(
     with racer("other"), monkeypatch.context() as patched:
         patched.setattr(StreamTables, "update", crash_before_recording_the_join)
         with running_stream(spark, both) as stream:
-            jobs.snapshot(spark, both)  # `other` joins the running stream when it finishes
+            commands.snapshot(spark, both)  # `other` joins the running stream when it finishes
             wait_for(lambda: not stream.is_alive())
     assert crashed
-    jobs.stream(spark, both, available_now=True)
+    commands.stream(spark, both, available_now=True)
     assert_silver_is_source(spark, sql, both, "items")
     assert_silver_is_source(spark, sql, both, "other")
     assert_changelog_holds_each_change_once(spark, both, "other")
@@ -133,19 +133,19 @@ def test_a_missing_silver_table_stops_the_stream_until_it_is_rebuilt(
     without a word; a silver that went while the job ran was skipped and its batch committed."""
     seed_items(sql, 300)
     config = make_config()
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     sql("UPDATE items SET qty = qty + 1 WHERE id <= 100")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     silver = Path(config.lake.path("silver", config.source.database, "items"))
     moved = silver.with_name("items-moved")
     silver.rename(moved)
     sql("UPDATE items SET qty = qty + 1 WHERE id > 250")
     with pytest.raises(LakeError, match=r"silver of .*items.* is missing .* --reset"):
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     with racer():
-        jobs.snapshot(spark, config, ["items"], reset=True)
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config, ["items"], reset=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
 
@@ -158,17 +158,17 @@ def test_dml_logged_as_a_statement_stops_the_stream_until_the_table_is_snapshott
     rows it changed as they were, without a word."""
     seed_items(sql, 300)
     config = make_config()
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     with racer():
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
         with connect(db_env, database) as conn, conn.cursor() as cur:
             cur.execute("SET SESSION binlog_format = 'STATEMENT'")
             cur.execute("UPDATE items SET qty = qty + 500 WHERE id BETWEEN 250 AND 300")
         with pytest.raises(SourceError, match=r"logged as a statement.*--tables items --reset"):
-            jobs.stream(spark, config, available_now=True)
-        jobs.snapshot(spark, config, ["items"], reset=True)
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+            commands.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config, ["items"], reset=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
 
@@ -182,8 +182,8 @@ def test_a_reset_killed_midway_is_finished_by_the_next_snapshot(
     had (ghost chunks), and silver, rebuilt from bronze, held rows the source had deleted."""
     seed_items(sql, 300)
     config = make_config()
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     forget = Ledger.forget
 
     def killed_after_forgetting(self: Ledger, table: str) -> None:
@@ -193,12 +193,12 @@ def test_a_reset_killed_midway_is_finished_by_the_next_snapshot(
     with monkeypatch.context() as patched:
         patched.setattr(Ledger, "forget", killed_after_forgetting)
         with pytest.raises(RuntimeError, match="killed after"):
-            jobs.snapshot(spark, config, ["items"], reset=True)
+            commands.snapshot(spark, config, ["items"], reset=True)
     sql("DELETE FROM items WHERE id > 120")
     with racer():
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
 
@@ -212,19 +212,19 @@ def test_a_joining_tables_catch_up_is_read_by_spark_not_on_the_driver(
     this test."""
     seed_items(sql, 300, copy="other")
     config = make_config(source={"tables": ["items"]})
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     both = make_config(source={"tables": ["items", "other"]})
     with racer("other"):
-        jobs.snapshot(spark, both)
+        commands.snapshot(spark, both)
         time.sleep(2)  # changes after the chunks' high watermarks: the catch-up's
 
     def on_the_driver(*args: Any) -> Any:
         raise AssertionError("the catch-up was read on the driver")
 
     with monkeypatch.context() as patched:
-        for module in ("binlake.sink", "binlake.stream_source"):
+        for module in ("binlake.stream.sink", "binlake.stream.binlog_source"):
             patched.setattr(f"{module}.read_range", on_the_driver, raising=False)
-        jobs.stream(spark, both, available_now=True)
+        commands.stream(spark, both, available_now=True)
     assert_silver_is_source(spark, sql, both, "other")
     assert _changelog_offsets(spark, both, "other") > 0, "the catch-up applied nothing"

@@ -13,9 +13,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from binlake.chunk_reader import ChunkReader, _select_at_snapshot
-from binlake.chunks import ChunkRange
-from binlake.source import bulk_connection, connection, load_schema, reports_snapshot_offset
+from binlake.mysql.server import bulk_connection, connection, load_schema, reports_snapshot_offset
+from binlake.snapshot.chunk_reader import ChunkReader, _select_at_snapshot
+from binlake.snapshot.chunks import ChunkRange
 
 from .replay import head_offset, offset_of
 

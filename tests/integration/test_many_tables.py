@@ -14,9 +14,10 @@ import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable, QueryBuilder
 
-from binlake import jobs, snapshot
-from binlake.lake import lake_table
-from binlake.ledger import Ledger
+from binlake.jobs import commands
+from binlake.lake.tables import lake_table
+from binlake.snapshot import task as snapshot_task
+from binlake.snapshot.ledger import Ledger
 
 from .replay import Oracle, Writers, connect, head_offset
 from .test_snapshot import assert_chunks_match_replay
@@ -99,20 +100,20 @@ def test_many_small_tables_snapshot_side_by_side_under_racing_writes_and_resume(
 
     monkeypatch.setattr(Ledger, "mark_finished", counted)
     writers = Writers(db_env, database, _writer, threads=3, max_ops=8_000, pause_s=0.01)
-    read_and_commit = snapshot._read_and_commit
+    read_and_commit = snapshot_task._read_and_commit
     with writers:
         failing = _Calls(read_and_commit, fail_at=FAIL_AT_CALL)
-        monkeypatch.setattr(snapshot, "_read_and_commit", failing)
+        monkeypatch.setattr(snapshot_task, "_read_and_commit", failing)
         with pytest.raises(RuntimeError, match="injected"):
-            jobs.snapshot(spark, config)
+            commands.snapshot(spark, config)
         before = {(c.table, c.chunk_id): c for c in ledger.chunks() if c.finished}
         # Batches committed before the failure are marked; the failed table's are not.
         assert 0 < len(before) < len(ledger.chunks())
         assert failing.most_in_flight >= 2, "tables were read one after another"
 
-        monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
+        monkeypatch.setattr(snapshot_task, "_read_and_commit", read_and_commit)
         marks.clear()
-        summary = jobs.snapshot(spark, config)
+        summary = commands.snapshot(spark, config)
         after = {(c.table, c.chunk_id): c for c in ledger.chunks()}
         assert all(c.finished for c in after.values())
         assert summary.chunks == len(after) >= TABLES * 4
@@ -127,7 +128,7 @@ def test_many_small_tables_snapshot_side_by_side_under_racing_writes_and_resume(
         result = assert_chunks_match_replay(spark, db_env, config, oracles[t], initial[t], start)
         raced += result["chunks_with_hw_after_lw"]
     assert raced > 0, "no chunk raced a write: writers too slow"
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_all_silver_is_source(spark, sql, config)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
+from binlake.jobs import commands
 
 from .items import (
     assert_changelog_holds_each_change_once,
@@ -72,7 +72,7 @@ def test_pt_online_schema_change_under_racing_writes_is_followed_without_a_resna
     seed_items(sql, 1000)
     config = make_config(source={"tables": tables}, stream={"trigger_interval": "1s"})
     with racer():
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     _stream(spark, config)
     with contextlib.ExitStack() as stack:
         if stream_running:
@@ -101,7 +101,7 @@ def test_gh_ost_two_step_cut_over_with_a_stream_batch_between_its_renames(
     seed_items(sql, 600, copy="other")  # `other` keeps the database capturable in the gap
     config = make_config()  # every table: the ghost and changelog tables must stay out
     with racer():
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     _stream(spark, config)
     sql("CREATE TABLE _items_ghc (id BIGINT PRIMARY KEY, hint VARCHAR(64))")
     sql("CREATE TABLE _items_gho LIKE items")
@@ -131,7 +131,7 @@ def test_gh_ost_column_rename_met_in_an_earlier_batch_than_its_cut_over(
     stream is stopped: the renames must be known from the earlier batch."""
     seed_items(sql, 600)
     config = make_config(source={"tables": ["items"]}, stream={"schema_changes": mode})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     _stream(spark, config)
     sql("CREATE TABLE _items_gho LIKE items")
     sql("ALTER TABLE _items_gho CHANGE note remark VARCHAR(30) NULL, CHANGE qty amount BIGINT")
@@ -152,7 +152,7 @@ def test_gh_ost_column_rename_met_in_an_earlier_batch_than_its_cut_over(
 
 
 def _stream(spark: Any, config: Any) -> None:
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
 
 def _silver_has(spark: Any, config: Any, key: int) -> bool:

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
 from binlake.errors import SourceError
-from binlake.source import connection
-from binlake.validation import validate
+from binlake.jobs import commands
+from binlake.mysql.prerequisites import validate
+from binlake.mysql.server import connection
 
 from .test_stream import assert_silver_equals_source
 
@@ -121,9 +121,9 @@ def test_minimal_grants_run_a_snapshot_and_a_stream(
     sql("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
     sql("INSERT INTO t VALUES " + ", ".join(f"({n}, 'v{n}')" for n in range(250)))
     config = account(*MINIMAL)
-    assert jobs.snapshot(spark, config).chunks >= 2
+    assert commands.snapshot(spark, config).chunks >= 2
     sql("UPDATE t SET v = 'changed' WHERE id < 20")
     sql("DELETE FROM t WHERE id >= 240")
     sql("INSERT INTO t VALUES (1000, 'new')")
-    assert jobs.stream(spark, config, available_now=True).changes > 0
+    assert commands.stream(spark, config, available_now=True).changes > 0
     assert_silver_equals_source(spark, db_env, config, "t")

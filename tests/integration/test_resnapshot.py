@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 
-from binlake import jobs
+from binlake.jobs import commands
 
 from .items import (
     ITEMS,
@@ -57,8 +57,8 @@ def test_a_partition_dropped_while_streaming_resnapshots_that_table_alone(
     _seed(sql)
     config = make_config(stream={"trigger_interval": "1s"})
     with racer("items"), racer("other"):
-        jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     silver = config.lake.path("silver", config.source.database, "parts")
     before = DeltaTable.forPath(spark, silver).history(1).first()["version"]
     with running_stream(spark, config) as stream, racer("items"), racer("parts"):
@@ -68,7 +68,7 @@ def test_a_partition_dropped_while_streaming_resnapshots_that_table_alone(
         wait_for(lambda: not stream.is_alive() or _silver_has(spark, config, "items", 90001))
         wait_for(lambda: not stream.is_alive() or _silver_has(spark, config, "parts", 90002))
         assert stream.is_alive()
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     _assert_exact(spark, sql, config, ["items", "other", "parts"])
     feed = (
         spark.read.format("delta").option("readChangeFeed", "true")
@@ -86,8 +86,8 @@ def test_unfollowable_changes_met_in_a_catch_up_end_exact_in_that_run(
     _seed(sql)
     config = make_config(source={"tables": ["items", "other", "parts"]})
     with racer("items"):
-        jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     sql(ITEMS.replace("items", "staging"))
     sql("INSERT INTO staging SELECT id, 'staged', qty * 2, price, note FROM other WHERE id < 700")
     with racer("items"), racer("parts"):
@@ -99,5 +99,5 @@ def test_unfollowable_changes_met_in_a_catch_up_end_exact_in_that_run(
         sql("UPDATE parts SET qty = qty + 10 WHERE id % 3 = 0")
         sql("RENAME TABLE other TO other_old, staging TO other")
         sql("UPDATE other SET qty = qty + 100 WHERE id % 5 = 0")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     _assert_exact(spark, sql, config, ["items", "other", "parts"])

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from binlake import jobs
 from binlake.errors import ConfigError
-from binlake.lake import lake_table
+from binlake.jobs import commands
+from binlake.lake.tables import lake_table
 
 from .crash import crashed_at
 from .items import (
@@ -54,8 +54,8 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
     with ExitStack() as racing:
         for suffix in shards:
             racing.enter_context(Racer(db_env, f"{database}_{suffix}"))
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
         # A column added to one shard: every shard's rows get the column, only s1's the default.
         shards["s1"]("ALTER TABLE items ADD COLUMN aisle INT NOT NULL DEFAULT 7")
         # One shard emptied: the other shards' rows of the same keys stay.
@@ -65,11 +65,11 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
         shards["s4"] = in_database("s4")
         seed_items(shards["s4"], 40)
         racing.enter_context(Racer(db_env, f"{database}_s4"))
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
         # Crashed after the batch's first MERGE into the route's silver, before the next shard's.
-        with crashed_at("binlake.silver:TableApply._merge", "after", 1):
-            jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        with crashed_at("binlake.silver.merge:TableApply._merge", "after", 1):
+            commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
     for suffix, sql in shards.items():
         shard = f"{database}_{suffix}"
@@ -87,8 +87,8 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
     assert of["s1"].where(F.col("shelf").isNotNull()).isEmpty()  # NULL for the others
     assert of["s1"].where(F.col("aisle").isNull()).isEmpty()
     assert of["s3"].where(F.col("aisle").isNotNull()).isEmpty()
-    assert jobs.verify(spark, config) == 0
-    status = jobs.status(config, lambda: spark)
+    assert commands.verify(spark, config) == 0
+    status = commands.status(config, lambda: spark)
     assert all(f"{database}_{s}.items" in status for s in shards), status
     for suffix in shards:  # no shard has a silver table of its own
         assert not lake_table(config.lake, "silver", f"{database}_{suffix}", "items").exists(spark)
@@ -106,14 +106,14 @@ def test_a_route_refuses_scd2_and_a_target_another_table_owns(
     route = {"source": rf"{database}_s1\.items", "target": f"{database}_s2.items"}
     config = make_config(source={"database": None, "tables": tables}, silver={"routes": [route]})
     with pytest.raises(ConfigError, match=r"silver table of the captured table .*_s2\.items"):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     route = {"source": rf"{database}_s[0-9]\.items", "target": f"{database}_all.items"}
     config = make_config(
         source={"database": None, "tables": tables},
         silver={"routes": [route], "history": "scd2"},
     )
     with pytest.raises(ConfigError, match="a route's silver keeps each member's latest rows"):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
 
 
 def test_tables_of_one_database_routed_keep_soft_deletes_apart_through_a_reset(
@@ -135,13 +135,13 @@ def test_tables_of_one_database_routed_keep_soft_deletes_apart_through_a_reset(
     with ExitStack() as racing:
         for name in names:
             racing.enter_context(racer(name))
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
         sql("DELETE FROM items_2 WHERE id > 500 AND id < 10000")
-        jobs.stream(spark, config, available_now=True)
-        jobs.snapshot(spark, config, tables=["items_3"], reset=True)
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config, tables=["items_3"], reset=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     for name in names:
         assert_silver_is_source(
             spark, sql, config, name, where="_deleted_at IS NULL", routed_into=(database, "items")
@@ -153,4 +153,4 @@ def test_tables_of_one_database_routed_keep_soft_deletes_apart_through_a_reset(
     for name in names:  # a kept row is one its own table deleted, whatever the others hold
         own = {r["id"] for r in deleted.where(F.col("_source_table") == name).collect()}
         assert not own & {row[0] for row in sql(f"SELECT id FROM {name}")}, name
-    assert jobs.verify(spark, config) == 0
+    assert commands.verify(spark, config) == 0

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from binlake import jobs
 from binlake.errors import ConfigError
-from binlake.lake import lake_table
+from binlake.jobs import commands
+from binlake.lake.tables import lake_table
 
 from .items import (
     Racer,
@@ -45,17 +45,17 @@ def test_rows_moving_in_and_out_of_a_filter_land_exactly_under_racing_writes(
     )
 
     with Racer(db_env, database):
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
         stream_losing_its_commit(spark, config, monkeypatch)
-        jobs.stream(spark, config, available_now=True)  # replays the lost batch first
+        commands.stream(spark, config, available_now=True)  # replays the lost batch first
     # Key moves (a delete and an insert at one position) of rows inside and outside.
     sql("UPDATE items SET id = id + 100000 WHERE id <= 30")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
     assert_silver_is_source(spark, sql, config, "items", source_where=EVEN)
     assert_changelog_holds_each_change_once(spark, config, "items")
-    assert jobs.verify(spark, config) == 0  # the source's side is filtered the same way
+    assert commands.verify(spark, config) == 0  # the source's side is filtered the same way
     bronze = lake_table(config.lake, "bronze", database, "items").read(spark)
     assert bronze.count() > 0 and bronze.where(f"NOT ({EVEN})").isEmpty()
     changelog = lake_table(config.lake, "bronze", database, "items__changelog").read(spark)
@@ -73,9 +73,9 @@ def test_rows_moving_in_and_out_of_a_filter_land_exactly_under_racing_writes(
     with pytest.raises(
         ConfigError, match=r'snapshot was read with {"row_filter": "qty % 2 = 0"}.* --reset'
     ):
-        jobs.stream(spark, changed, available_now=True)
-    jobs.snapshot(spark, changed, ["items"], reset=True)
-    jobs.stream(spark, changed, available_now=True)
+        commands.stream(spark, changed, available_now=True)
+    commands.snapshot(spark, changed, ["items"], reset=True)
+    commands.stream(spark, changed, available_now=True)
     assert_silver_is_source(spark, sql, changed, "items", source_where=thirds)
 
 
@@ -95,5 +95,5 @@ def test_a_filter_that_cannot_run_is_refused_before_any_work(
     seed_items(sql, 10)
     config = make_config(source={"row_filters": filters})
     with pytest.raises(ConfigError, match=refusal):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     assert not lake_table(config.lake, "bronze", config.source.database, "items").exists(spark)

@@ -14,15 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from binlake.binlog import BatchBudget, _transactions, read_changes
-from binlake.capture import Capture
-from binlake.changes import Op, Row
-from binlake.chunk_reader import ChunkReader
-from binlake.chunks import ChunkRange
-from binlake.offsets import BinlogOffset
-from binlake.snapshot import with_resolved_password
-from binlake.source import connection, current_offset, load_schema
-from binlake.typemap import map_table
+from binlake.model.capture import Capture
+from binlake.model.changes import Op, Row
+from binlake.model.offsets import BinlogOffset
+from binlake.model.typemap import map_table
+from binlake.mysql.binlog import BatchBudget, _transactions, read_changes
+from binlake.mysql.server import connection, current_offset, load_schema
+from binlake.snapshot.chunk_reader import ChunkReader
+from binlake.snapshot.chunks import ChunkRange
+from binlake.snapshot.task import with_resolved_password
 
 # Flink CDC's own fixture (Apache-2.0, header kept), vendored so a clean clone has it.
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "flink-cdc"
@@ -167,8 +167,8 @@ def test_edge_values_decode_as_the_snapshot_reads_them(
 def test_connections_share_one_tls_context(make_config: Callable[..., Any]) -> None:
     """Every PyMySQL connection used to build its own TLS context (~33 ms, most of a short
     chunk replay); binlake's connections, the binlog reader's included, share one."""
-    from binlake.binlog import _open
-    from binlake.source import Connection
+    from binlake.mysql.binlog import _open
+    from binlake.mysql.server import Connection
 
     source = with_resolved_password(make_config().source)
     with connection(source) as first, connection(source) as second:

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs, silver
 from binlake.errors import SchemaChangeError
-from binlake.lake_files import ArrowFiles, HadoopFiles
-from binlake.layout import tables_path
-from binlake.schema_history import StreamTables
+from binlake.jobs import commands
+from binlake.lake.files import ArrowFiles, HadoopFiles
+from binlake.lake.paths import tables_path
+from binlake.mysql.schema_history import StreamTables
+from binlake.silver import merge
 
 from .crash import crashed_at
 from .items import (
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.integration
 
 
 def _stream(spark: Any, config: Any) -> None:
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
 
 @pytest.mark.parametrize(
@@ -48,7 +49,7 @@ def test_silver_follows_each_schema_change_while_writes_race(
     seed_items(sql, 300)
     config = make_config(stream={"schema_changes": mode})
     with racer():
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
         _stream(spark, config)
     _stream(spark, config)
     assert_silver_is_source(spark, sql, config, "items")
@@ -69,7 +70,7 @@ def test_silver_follows_each_schema_change_while_writes_race(
     assert_silver_is_source(spark, sql, config, "items")
     # `status` counts a widened silver (delta-rs lacks type widening; Spark reads it then).
     rows = sql("SELECT count(*) FROM items")[0][0]
-    assert f" {rows:,} " in jobs.status(config, lambda: spark).split(".items")[1]
+    assert f" {rows:,} " in commands.status(config, lambda: spark).split(".items")[1]
 
     # RENAME and DROP in one stream run (the schema read at the rename is the one after the
     # drop: rows between the two are decoded by the names the binlog logs).
@@ -93,7 +94,7 @@ def test_silver_follows_each_schema_change_while_writes_race(
         sql("INSERT INTO items (id, name, qty, price) VALUES (1, 'again', 1, 2.00)")
     _stream(spark, config)
     assert_silver_is_source(spark, sql, config, "items")
-    assert jobs.verify(spark, config) in (0, 1)  # runs on evolved tables without failing
+    assert commands.verify(spark, config) in (0, 1)  # runs on evolved tables without failing
 
 
 def test_table_created_while_streaming_is_captured_from_its_create(
@@ -101,7 +102,7 @@ def test_table_created_while_streaming_is_captured_from_its_create(
 ) -> None:
     seed_items(sql, 200)
     config = make_config()
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     _stream(spark, config)
     with racer():
         sql(ITEMS.replace("items", "fresh"))
@@ -129,7 +130,7 @@ def test_tables_created_in_one_batch_are_all_captured(
     them), so the threads' updates overlap."""
     seed_items(sql, 50)
     config = make_config()
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     _stream(spark, config)
     created = [f"fresh{i}" for i in range(4)]
     for name in created:
@@ -187,7 +188,7 @@ def test_table_created_while_streaming_then_snapshotted_keeps_every_change(
     converges; a stream between the killed snapshot and its rerun does not wait for it."""
     seed_items(sql, 50)
     config = make_config()
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     _stream(spark, config)
     sql(ITEMS.replace("items", "fresh"))
     _insert_fresh(sql, 1, 400)
@@ -201,10 +202,10 @@ def test_table_created_while_streaming_then_snapshotted_keeps_every_change(
     with racer("fresh"):
         if killed == "snapshot_between_bronze_and_ledger":
             config_file = write_config(config, tmp_path / "binlake.yml")
-            run_killed_at(config_file, ("binlake.ledger:Ledger.mark_finished", "before", 1),
-                          ["snapshot"])  # fmt: skip
+            finishing = ("binlake.snapshot.ledger:Ledger.mark_finished", "before", 1)
+            run_killed_at(config_file, finishing, ["snapshot"])
             _stream(spark, config)
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     _insert_fresh(sql, 701, 800)
     sql("UPDATE fresh SET note = 'late' WHERE id % 5 = 0")
     with racer("fresh"):
@@ -220,7 +221,7 @@ def test_stop_mode_stops_before_the_change_and_resumes_after_reset(
 ) -> None:
     seed_items(sql, 300)
     config = make_config(stream={"schema_changes": "stop"})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     _stream(spark, config)
     sql("UPDATE items SET qty = 99 WHERE id <= 10")
     sql("ALTER TABLE items ADD COLUMN extra INT NULL")
@@ -236,7 +237,7 @@ def test_stop_mode_stops_before_the_change_and_resumes_after_reset(
     # Stopped before the DDL: the update before it landed, the one after it did not.
     assert {r["qty"] for r in silver.where("id <= 5").collect()} == {99}
     with racer():
-        jobs.snapshot(spark, config, ["items"], reset=True)
+        commands.snapshot(spark, config, ["items"], reset=True)
         _stream(spark, config)
     _stream(spark, config)
     assert "extra" in assert_silver_is_source(spark, sql, config, "items")
@@ -248,7 +249,7 @@ def test_narrowing_resnapshots_the_table_or_stops_with_the_remedy(
 ) -> None:
     seed_items(sql, 50)
     config = make_config(stream={"on_unfollowable_ddl": on_unfollowable})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     _stream(spark, config)
     sql("UPDATE items SET qty = qty + 1 WHERE id % 3 = 0")
     sql("ALTER TABLE items MODIFY price DECIMAL(6,2) NOT NULL")
@@ -267,17 +268,17 @@ def test_table_added_to_the_config_joins_without_losing_changes(
 ) -> None:
     """The joining table's catch-up, large here (over a limit of 20 changes per task), is
     typed in several tasks like a large batch."""
-    monkeypatch.setattr(silver, "CHANGES_PER_TASK", 20)
+    monkeypatch.setattr(merge, "CHANGES_PER_TASK", 20)
     merges = observed_merges(monkeypatch)
     seed_items(sql, 200, copy="later")
     config = make_config(source={"tables": ["items"]})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     _stream(spark, config)
     wider = make_config(source={"tables": ["items", "later"]})  # the same lake
     # The stream keeps running on the old config while the new table is snapshotted.
     with racer("later"):
         _stream(spark, config)
-        jobs.snapshot(spark, wider)
+        commands.snapshot(spark, wider)
         _stream(spark, config)
     with racer("later"):
         _stream(spark, wider)
@@ -295,14 +296,14 @@ def test_reset_of_one_table_while_the_stream_keeps_running(
 ) -> None:
     seed_items(sql, 200, copy="other")
     config = make_config(stream={"trigger_interval": "1s"})
-    jobs.snapshot(spark, config)
-    running = threading.Thread(target=jobs.stream, args=(spark, config), daemon=True)
+    commands.snapshot(spark, config)
+    running = threading.Thread(target=commands.stream, args=(spark, config), daemon=True)
     running.start()
     tables = StreamTables(tables_path(config), ArrowFiles())
     qualified = f"{config.source.database}.items"
     with racer("items"), racer("other"):
         wait_for(lambda: qualified in tables.read())
-        jobs.snapshot(spark, config, ["items"], reset=True)
+        commands.snapshot(spark, config, ["items"], reset=True)
         # The running stream takes the table back once its new snapshot finished.
         wait_for(lambda: qualified in tables.read())
         time.sleep(3)

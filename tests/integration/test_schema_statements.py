@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 
-from binlake import jobs
 from binlake.errors import SchemaChangeError
+from binlake.jobs import commands
 
 from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
 
@@ -53,13 +53,13 @@ def test_statements_that_used_to_wedge_or_coerce_land_as_the_source_has_them(
 ) -> None:
     seed_items(sql, 400)
     config = make_config(stream={"schema_changes": mode})
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     for name, statements in STEPS.items():
         with racer():
             for statement in statements:
                 sql(statement)
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
         try:
             assert_silver_is_source(spark, sql, config, "items")
         except Exception as exc:  # chispa's error is not an AssertionError
@@ -73,8 +73,8 @@ def test_create_or_replace_empties_and_refills_silver_with_the_deletes_in_its_fe
     """On main CREATE OR REPLACE was read as an ALTER: silver kept every old row."""
     seed_items(sql, 300)
     config = make_config()
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     silver_path = config.lake.path("silver", config.source.database, "items")
     with racer():
         sql(
@@ -84,7 +84,7 @@ def test_create_or_replace_empties_and_refills_silver_with_the_deletes_in_its_fe
         sql("INSERT INTO items SELECT seq, 'new', seq, 'p', NULL FROM seq_1_to_50")
         sql("CREATE TABLE IF NOT EXISTS items (id INT PRIMARY KEY)")  # the server does nothing
         sql("UPDATE items SET qty = qty + 1 WHERE id % 3 = 0")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert "price__dropped_1" in assert_silver_is_source(spark, sql, config, "items")
     history = DeltaTable.forPath(spark, silver_path).history()
     [emptied] = [r["version"] for r in history.where("operation = 'DELETE'").collect()]
@@ -110,12 +110,12 @@ def test_a_partition_dropped_stops_the_stream_with_the_remedy_when_told_to(
     sql("INSERT INTO items SELECT seq, 'p', seq, 1.25, NULL FROM seq_1_to_300")
     config = make_config(stream={"on_unfollowable_ddl": "stop"})
     with racer():
-        jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     sql("ALTER TABLE items DROP PARTITION p0")
     with pytest.raises(SchemaChangeError, match=r"DROP PARTITION removes .*--tables items --reset"):
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     with racer():
-        jobs.snapshot(spark, config, ["items"], reset=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config, ["items"], reset=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")

@@ -24,10 +24,10 @@ import pytest
 import yaml
 from databricks.sdk.service.iam import User
 
-from binlake import jobs
 from binlake.bundle.definition import load_bundle
 from binlake.bundle.tasks import task_arguments
 from binlake.errors import BinlakeError
+from binlake.jobs import commands
 
 from .replay import subprocess_env
 from .test_privileges import MINIMAL, account  # noqa: F401  (`account` is a fixture)
@@ -113,14 +113,14 @@ def test_password_appears_nowhere(
         assert_no_leak(password, f"the output of `binlake {' '.join(args)}`", output)
 
     # In-process, with the password inline (a SecretStr) in the config object.
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     sql("DELETE FROM t WHERE id >= 140")
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     failures: list[BaseException] = []
     for sections in ({"database": "no_such_db_zz"}, {"tables": ["t", "nowhere"]}):
         failing = config.model_copy(update={"source": config.source.model_copy(update=sections)})
         with pytest.raises(BinlakeError) as raised:
-            jobs.snapshot(spark, failing)
+            commands.snapshot(spark, failing)
         failures.append(raised.value)
     for failure in failures:
         text = "".join(traceback.format_exception(failure))

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from binlake.errors import SourceError
-from binlake.snapshot import run_snapshot
-from binlake.source import connection
-from binlake.validation import validate
+from binlake.mysql.prerequisites import validate
+from binlake.mysql.server import connection
+from binlake.snapshot.task import run_snapshot
 
 from .replay import Oracle, connect, subprocess_env
 from .test_snapshot import assert_bronze_equals_source

@@ -1,4 +1,4 @@
-"""Silver's MERGE of one batch (`silver.TableApply`), on Spark and Delta alone: no database.
+"""Silver's MERGE of one batch (`merge.TableApply`), on Spark and Delta alone: no database.
 
 The batches are change records as the stream's source emits them (`change_record`), chosen to
 break the apply: changes of one key out of binlog order within a batch, a delete followed by a
@@ -19,12 +19,18 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from binlake import silver, sink
-from binlake.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
-from binlake.config import Config, parse_config
-from binlake.offsets import BinlogOffset, position_token
-from binlake.schema import Column, TableSchema
-from binlake.silver import (
+from binlake.config.settings import Config, parse_config
+from binlake.model.offsets import BinlogOffset, position_token
+from binlake.model.schema import Column, TableSchema
+from binlake.model.typemap import spark_schema
+from binlake.runtime.spark import (
+    DETERMINISTIC_MERGE_SOURCES,
+    KEY_SETS_BY_REFERENCE,
+    session_settings,
+)
+from binlake.silver import merge
+from binlake.silver.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
+from binlake.silver.merge import (
     MERGE_KEY_LIST_LIMIT,
     OFFSET_COLUMN,
     ChangelogEnds,
@@ -35,9 +41,8 @@ from binlake.silver import (
     summary_of_records,
     typed_changes,
 )
-from binlake.sink import batch_summary
-from binlake.spark import DETERMINISTIC_MERGE_SOURCES, KEY_SETS_BY_REFERENCE, session_settings
-from binlake.typemap import spark_schema
+from binlake.stream import sink
+from binlake.stream.sink import batch_summary
 
 pytestmark = pytest.mark.integration
 
@@ -127,13 +132,13 @@ def test_a_batch_of_distinct_keys_is_merged_as_it_is_and_one_repeating_a_key_col
     of it) is collapsed to each key's last change, and replayed changes nothing. Taken as it
     is, the second batch would insert key 4 twice."""
     collapsed: list[int] = []
-    last_per_key = silver._last_per_key
+    last_per_key = merge._last_per_key
 
     def counted(flat: DataFrame, key: tuple[str, ...], s: str) -> DataFrame:
         collapsed.append(flat.count())
         return last_per_key(flat, key, s)
 
-    monkeypatch.setattr(silver, "_last_per_key", counted)
+    monkeypatch.setattr(merge, "_last_per_key", counted)
     ensure_silver(spark, config, ITEMS, from_bronze=False)
     first: list[Change] = [("insert", 100 + k, None, (k, f"n{k}", Decimal(k))) for k in (1, 2, 3)]
     second: list[Change] = [
@@ -160,7 +165,7 @@ def test_a_replayed_batch_changes_nothing_and_logs_nothing_twice(
 ) -> None:
     """Both ways of applying a batch: a small one MERGEs then appends its changelog, a large one
     (here: any, by the threshold) does both at once."""
-    monkeypatch.setattr(silver, "SIDE_BY_SIDE_CHANGES", 1 if side_by_side else 1_000_000)
+    monkeypatch.setattr(merge, "SIDE_BY_SIDE_CHANGES", 1 if side_by_side else 1_000_000)
     ensure_silver(spark, config, ITEMS, from_bronze=False)
     first: list[Change] = [("insert", 100, None, (1, "a", 1)), ("insert", 110, None, (2, "b", 2))]
     second: list[Change] = [

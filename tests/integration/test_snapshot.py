@@ -25,9 +25,9 @@ import yaml
 from pyspark.sql import functions as F
 
 from binlake.errors import ConfigError, SourceError
-from binlake.layout import ledger_path
-from binlake.ledger import Ledger
-from binlake.snapshot import run_snapshot
+from binlake.lake.paths import ledger_path
+from binlake.snapshot.ledger import Ledger
+from binlake.snapshot.task import run_snapshot
 
 from .replay import (
     Oracle,

@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs, snapshot, snapshot_ddl
-from binlake.ledger import Ledger
+from binlake.jobs import commands
+from binlake.snapshot import ddl_follow
+from binlake.snapshot import task as snapshot_task
+from binlake.snapshot.ledger import Ledger
 
 from .items import (
     assert_changelog_holds_each_change_once,
@@ -54,7 +56,7 @@ SNAPSHOT = {"chunk_size": 100, "parallelism": 1, "chunks_per_commit": 2}
 def migrate_during_batches(monkeypatch: Any, sql: Any, migrations: dict[int, list[str]]) -> None:
     """Run `migrations[n]` while the snapshot reads its commit batch `n` (the batch's window
     crosses them): the snapshot's own batch step, wrapped, starts them a moment after it."""
-    real = snapshot._read_and_commit
+    real = snapshot_task._read_and_commit
     started = 0
 
     def read_and_commit(*args: Any, **kwargs: Any) -> Any:
@@ -65,7 +67,7 @@ def migrate_during_batches(monkeypatch: Any, sql: Any, migrations: dict[int, lis
             threading.Thread(target=_run_soon, args=(sql, statements), daemon=True).start()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
+    monkeypatch.setattr(snapshot_task, "_read_and_commit", read_and_commit)
 
 
 def _run_soon(sql: Any, statements: list[str]) -> None:
@@ -85,7 +87,7 @@ def test_migrations_during_a_snapshot_land_without_a_resnapshot(
     config = make_config(snapshot=SNAPSHOT)
     migrate_during_batches(monkeypatch, sql, dict(zip([2, 3, 5, 6], MIGRATIONS, strict=True)))
     with racer():
-        summary = jobs.snapshot(spark, config)
+        summary = commands.snapshot(spark, config)
     chunks = Ledger(spark, config.lake.path("_system", "chunks")).chunks()
     assert summary.chunks == len(chunks) >= 16 and all(c.finished for c in chunks)
     _stream_and_compare(spark, sql, config, racer)
@@ -101,7 +103,7 @@ def test_pt_online_schema_change_during_a_snapshot_is_followed(
     seed_items(sql, 1600)
     config = make_config(snapshot=SNAPSHOT)
     tool = threading.Thread(target=pt_online_schema_change, args=(db_env, database, tmp_path))
-    real = snapshot._read_and_commit
+    real = snapshot_task._read_and_commit
     started = 0
 
     def read_and_commit(*args: Any, **kwargs: Any) -> Any:
@@ -113,9 +115,9 @@ def test_pt_online_schema_change_during_a_snapshot_is_followed(
             tool.join()  # the swap lands before the fifth batch at the latest
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
+    monkeypatch.setattr(snapshot_task, "_read_and_commit", read_and_commit)
     with racer():
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)
     assert not tool.is_alive()
     _stream_and_compare(spark, sql, config, racer)
     assert "region" in [n for n, _ in source_columns(sql, "items")]
@@ -134,7 +136,7 @@ def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
     config = make_config(snapshot=SNAPSHOT)
     truncate = ["TRUNCATE TABLE items", "INSERT INTO items VALUES (1, 'again', 1, 1.00, NULL)"]
     new_key = "ALTER TABLE items DROP PRIMARY KEY, ADD PRIMARY KEY (id, qty)"
-    real_read, real_reset = snapshot._read_and_commit, snapshot.reset_table
+    real_read, real_reset = snapshot_task._read_and_commit, snapshot_task.reset_table
     items_batches, resets = 0, 0
 
     def read_and_commit(*args: Any, **kwargs: Any) -> Any:
@@ -152,10 +154,10 @@ def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
         resets += 1
         real_reset(*args, **kwargs)
 
-    monkeypatch.setattr(snapshot, "_read_and_commit", read_and_commit)
-    monkeypatch.setattr(snapshot, "reset_table", reset_table)
+    monkeypatch.setattr(snapshot_task, "_read_and_commit", read_and_commit)
+    monkeypatch.setattr(snapshot_task, "reset_table", reset_table)
     with racer():
-        summary = jobs.snapshot(spark, config)
+        summary = commands.snapshot(spark, config)
     chunks = Ledger(spark, config.lake.path("_system", "chunks")).chunks()
     assert summary.chunks == len(chunks) and all(c.finished for c in chunks)
     assert resets == 2  # after the TRUNCATE, then after the new key
@@ -177,7 +179,7 @@ def test_a_snapshot_failing_while_following_a_migration_resumes_exactly(
         for statement in MIGRATIONS[0]:
             sql(statement)
         _snapshot_failing_at(spark, config, monkeypatch, "catch_up", 1, before=False)
-        summary = jobs.snapshot(spark, config)
+        summary = commands.snapshot(spark, config)
     assert summary.chunks_read == summary.chunks - 6  # three batches stayed read
     _stream_and_compare(spark, sql, config, racer)
 
@@ -185,9 +187,10 @@ def test_a_snapshot_failing_while_following_a_migration_resumes_exactly(
 def _snapshot_failing_at(
     spark: Any, config: Any, monkeypatch: Any, step: str, call: int, before: bool
 ) -> None:
-    """A snapshot that fails at the `call`-th call of `step` (of `snapshot` or `snapshot_ddl`),
-    before it runs or right after it returns; what it committed before stays."""
-    owner = snapshot if hasattr(snapshot, step) else snapshot_ddl
+    """A snapshot that fails at the `call`-th call of `step` (of `snapshot.task` or
+    `snapshot.ddl_follow`), before it runs or right after it returns; what it committed before
+    stays."""
+    owner = snapshot_task if hasattr(snapshot_task, step) else ddl_follow
     real = getattr(owner, step)
     calls = 0
 
@@ -204,12 +207,12 @@ def _snapshot_failing_at(
     with monkeypatch.context() as patched:
         patched.setattr(owner, step, failing)
         with pytest.raises(RuntimeError, match="stopped by the test"):
-            jobs.snapshot(spark, config)
+            commands.snapshot(spark, config)
 
 
 def _stream_and_compare(spark: Any, sql: Any, config: Any, racer: Any) -> None:
     with racer():
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from binlake import jobs
 from binlake.errors import ConfigError
-from binlake.lake import lake_table
+from binlake.jobs import commands
+from binlake.lake.tables import lake_table
 
 from .items import (
     Racer,
@@ -38,18 +38,18 @@ def test_deleted_rows_stay_with_their_delete_time_and_live_rows_equal_the_source
         stream={"trigger_interval": "1s"},
     )
     with Racer(db_env, database):  # inserts, updates and deletes race the snapshot and stream
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
     sql("DELETE FROM items WHERE id = 8")
     sql("DELETE FROM items WHERE id = 7")
     sql("INSERT INTO items (id, name, qty, price) VALUES (7, 'back again', 1, 1.50)")
-    jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)  # nothing new: changes nothing
+    commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)  # nothing new: changes nothing
 
     columns = assert_silver_is_source(spark, sql, config, "items", where="_deleted_at IS NULL")
     assert columns[-2:] == ["_binlake_offset", "_deleted_at"]
     assert_changelog_holds_each_change_once(spark, config, "items")
-    assert jobs.verify(spark, config) == 0  # verify compares the live rows
+    assert commands.verify(spark, config) == 0  # verify compares the live rows
 
     silver = lake_table(config.lake, "silver", database, "items").read(spark)
     changelog = lake_table(config.lake, "bronze", database, "items__changelog").read(spark)
@@ -78,13 +78,13 @@ def test_a_silver_made_with_hard_deletes_keeps_deletes_from_the_switch_on(
 ) -> None:
     seed_items(sql, 100)
     hard = make_config(stream={"trigger_interval": "1s"})
-    jobs.run(spark, hard)
+    commands.run(spark, hard)
     sql("DELETE FROM items WHERE id = 1")
-    jobs.stream(spark, hard, available_now=True)
+    commands.stream(spark, hard, available_now=True)
     soft = make_config(stream={"trigger_interval": "1s"}, silver={"deletes": "soft"})
     sql("DELETE FROM items WHERE id = 2")
 
-    jobs.stream(spark, soft, available_now=True)
+    commands.stream(spark, soft, available_now=True)
 
     silver = lake_table(soft.lake, "silver", soft.source.database, "items").read(spark)
     assert [r["id"] for r in silver.where("_deleted_at IS NOT NULL").collect()] == [2]
@@ -99,4 +99,4 @@ def test_a_source_column_named_deleted_at_is_refused_with_soft_deletes(
     config = make_config(silver={"deletes": "soft"})
 
     with pytest.raises(ConfigError, match=r"accounts has a column '_deleted_at'"):
-        jobs.snapshot(spark, config)
+        commands.snapshot(spark, config)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from binlake.lake import lake_table
+from binlake.lake.tables import lake_table
 
 from .conftest import REMOTE_TZ
 from .connect_server import log_tail

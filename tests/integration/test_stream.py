@@ -2,8 +2,8 @@
 Spark and Delta.
 
 Silver is compared with the source row by row and column by column: the source is read with
-PyMySQL and normalised with `binlake.typemap` (the spec of how a value lands in Delta), silver's
-data columns are collected (tables are small). TIMESTAMP columns are compared as aware UTC
+PyMySQL and normalised with `binlake.model.typemap` (the spec of how a value lands in Delta),
+silver's data columns are collected (tables are small). TIMESTAMP columns are compared as aware UTC
 instants on both sides: the normaliser makes the source's aware, and Spark returns naive
 datetimes in the Python process's local zone, which `astimezone` turns into the same instant.
 """
@@ -34,14 +34,14 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from binlake import jobs
 from binlake.errors import BinlogPurgedError, SnapshotIncompleteError, SourceError
-from binlake.lake import lake_table
-from binlake.ledger import Ledger
-from binlake.offsets import BinlogOffset, position_token
-from binlake.source import current_offset
-from binlake.typemap import spark_schema
-from binlake.verify import verify_silver
+from binlake.jobs import commands
+from binlake.jobs.verify import verify_silver
+from binlake.lake.tables import lake_table
+from binlake.model.offsets import BinlogOffset, position_token
+from binlake.model.typemap import spark_schema
+from binlake.mysql.server import current_offset
+from binlake.snapshot.ledger import Ledger
 
 from .items import running_stream, wait_for
 from .replay import (
@@ -235,14 +235,14 @@ def test_silver_equals_source_after_concurrent_writes_during_snapshot_and_stream
     during_snapshot = Writers(db_env, database, workload.step, threads=2, max_ops=4000,
                               pause_s=0.03)  # fmt: skip
     with during_snapshot:
-        summary = jobs.snapshot(spark, config)
+        summary = commands.snapshot(spark, config)
     assert summary.chunks_read == summary.chunks >= 3 * rows // 100
 
     during_stream = Writers(db_env, database, workload.step, threads=2, max_ops=2000, pause_s=0.05)
     with during_stream:
-        first = jobs.stream(spark, config, available_now=True)
-        second = jobs.stream(spark, config, available_now=True)
-    last = jobs.stream(spark, config, available_now=True)
+        first = commands.stream(spark, config, available_now=True)
+        second = commands.stream(spark, config, available_now=True)
+    last = commands.stream(spark, config, available_now=True)
     print(
         f"writers: {during_snapshot.ops} ops during the snapshot ({during_snapshot.conflicts} "
         f"key conflicts), {during_stream.ops} during the stream; stream runs applied "
@@ -315,7 +315,7 @@ def test_killed_stream_replays_to_the_same_silver_and_changelog(
     rows = 400
     _setup_tables(sql, rows)
     config = configure(snapshot={"chunk_size": 100, "parallelism": 2})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     reference_root = tmp_path / "reference-lake"
     shutil.copytree(config.lake.root, reference_root)
     reference = configure(lake={"root": str(reference_root)})
@@ -369,10 +369,10 @@ def test_killed_stream_replays_to_the_same_silver_and_changelog(
     # More changes after the crash; then the restart (the CLI's entry point, in this process to
     # spare a second JVM start) catches up to the binlog head from the killed query's checkpoint.
     _burst(db_env, database, workload, 999, 150)
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert (checkpoint / "commits" / str(victim)).exists()
 
-    jobs.stream(spark, reference, available_now=True)
+    commands.stream(spark, reference, available_now=True)
 
     print(f"killed batch {victim} after {bursts} bursts")
     for table in TABLES:
@@ -412,7 +412,7 @@ def test_change_data_feed_replays_to_the_final_table(
     rng = random.Random(3)
     with_cursor(sql, lambda cur: seed_items(cur, rng, 300))
     config = configure(source={"tables": ["items"]})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     oracle = _oracle(db_env, database, "items")
     initial = source_rows(db_env, oracle)
 
@@ -422,10 +422,10 @@ def test_change_data_feed_replays_to_the_final_table(
     sql("UPDATE items SET id = 5 WHERE id = %s", (moved,))
     sql("INSERT INTO items (id, price, created) VALUES (%s, 1.50, '2024-01-02 03:04:05.678901')",
         (inserted,))  # fmt: skip
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     workload = Workload(300)
     with_cursor(sql, lambda cur: [tolerant(workload._items, cur, rng) for _ in range(150)])
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
 
     path = _silver(config, "items")
     table = DeltaTable.forPath(spark, path)
@@ -478,9 +478,10 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     """Silver starts in key order, one narrow key range per file; a batch of a few keys MERGEs
     with their key list, so it marks rows in their files only (deletion vectors, no file
     rewritten) and the layout survives. A batch over the list limit MERGEs by key range."""
-    from binlake import silver, sink
+    from binlake.silver import merge
+    from binlake.stream import sink
 
-    monkeypatch.setattr(silver, "SILVER_FILE_ROWS", 100)
+    monkeypatch.setattr(merge, "SILVER_FILE_ROWS", 100)
     # As a large batch into a large silver: this one would rewrite (`sink.REWRITE_BYTES`).
     monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", -1)
     monkeypatch.setattr(sink, "REWRITE_BYTES", -1)
@@ -492,7 +493,7 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
 
     sql("UPDATE items SET qty = qty + 1 WHERE id IN (%s, %s)", (files[2]["lo"], files[7]["hi"]))
     sql("DELETE FROM items WHERE id = %s", (files[4]["lo"],))
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     merge = DeltaTable.forPath(spark, path).history(1).collect()[0]
     metrics = merge["operationMetrics"]
     assert merge["operation"] == "MERGE"
@@ -501,10 +502,10 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     assert int(metrics["numTargetDeletionVectorsAdded"]) == 3  # the three keys' files only
     assert_silver_equals_source(spark, db_env, config, "items")
 
-    monkeypatch.setattr(silver, "MERGE_KEY_LIST_LIMIT", 2)
+    monkeypatch.setattr(merge, "MERGE_KEY_LIST_LIMIT", 2)
     workload = Workload(1200)
     with_cursor(sql, lambda cur: [tolerant(workload._items, cur, rng) for _ in range(60)])
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert_silver_equals_source(spark, db_env, config, "items")
 
 
@@ -514,8 +515,8 @@ def _items_silver(spark: Any, sql: Any, configure: Any, rng: random.Random) -> t
     sql(DDL["items"])
     with_cursor(sql, lambda cur: seed_items(cur, rng, 1200))
     config = configure(source={"tables": ["items"]})
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     return config, _silver(config, "items")
 
 
@@ -543,16 +544,16 @@ def test_rewriting_merges_keep_silver_files_to_their_size(
     a 1M-row silver: a 225k-row file after 40 batches, 2.1 -> 2.4 s each). Rewriting MERGEs write
     at most `SILVER_FILE_ROWS` rows per file, key-sorted per task, so a batch rewrites no more
     than the files its keys are in, however long the stream has run, with writes racing it."""
-    from binlake import silver
+    from binlake.silver import merge
 
-    monkeypatch.setattr(silver, "SILVER_FILE_ROWS", 100)
+    monkeypatch.setattr(merge, "SILVER_FILE_ROWS", 100)
     config, path = _items_silver(spark, sql, configure, random.Random(12))
     files = _silver_files(spark, path)
     assert len(files) >= 12 and max(f["rows"] for f in files) <= 100
 
     sql("UPDATE items SET qty = qty + 1 WHERE id IN (%s, %s)", (files[2]["lo"], files[7]["hi"]))
     sql("DELETE FROM items WHERE id = %s", (files[4]["lo"],))
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"]
     assert metrics["numTargetDeletionVectorsAdded"] == "0"  # a small silver: rewritten
     assert metrics["numTargetFilesRemoved"] == "3"
@@ -574,11 +575,11 @@ def test_rewriting_merges_keep_silver_files_to_their_size(
     racer.start()
     try:
         for _ in range(4):
-            jobs.stream(spark, config, available_now=True)
+            commands.stream(spark, config, available_now=True)
     finally:
         stop.set()
         racer.join()
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     rewrites = [
         h["operationMetrics"]
         for h in DeltaTable.forPath(spark, path).history(6).collect()
@@ -597,8 +598,8 @@ def test_small_table_silver_starts_as_one_file_in_key_order(
     sql(DDL["items"])
     with_cursor(sql, lambda cur: seed_items(cur, random.Random(5), 1200))
     config = configure(source={"tables": ["items"]})
-    jobs.snapshot(spark, config)
-    jobs.stream(spark, config, available_now=True)
+    commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
     (single,) = DeltaTable.forPath(spark, _silver(config, "items")).toDF().inputFiles()
     ids = [r["id"] for r in spark.read.parquet(single).select("id").collect()]
     assert ids == sorted(ids) and len(ids) == 1200
@@ -614,7 +615,7 @@ def test_query_progress_reports_the_binlog_head(
     sql(DDL["items"])
     with_cursor(sql, lambda cur: seed_items(cur, random.Random(6), 300))
     config = configure(source={"tables": ["items"]}, stream={"trigger_interval": "1s"})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
 
     def reported() -> dict[str, Any] | None:
         progress = [p for q in spark.streams.active for p in q.recentProgress]
@@ -643,15 +644,15 @@ def test_stream_refuses_to_start_before_snapshot_finished(
     sql(DDL["items"])
     config = configure()
     with pytest.raises(SnapshotIncompleteError, match="binlake snapshot"):
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     # A recorded plan whose chunks never finished is refused too.
-    from binlake.chunks import ChunkRange
+    from binlake.snapshot.chunks import ChunkRange
 
     Ledger(spark, config.lake.path("_system", "chunks")).record_plans(
         {f"{config.source.database}.items": ("id", lambda: [ChunkRange.all()])}
     )
     with pytest.raises(SnapshotIncompleteError, match=r"0/1 chunks.*binlake snapshot"):
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     assert not Path(_silver(config, "items")).exists()
 
 
@@ -680,7 +681,7 @@ def test_stream_startup_latest_offset_applies_only_later_changes(
 
     def run() -> None:
         try:
-            jobs.stream(spark, config)
+            commands.stream(spark, config)
         except BaseException as exc:
             failure.append(exc)
 
@@ -750,7 +751,7 @@ def test_stream_startup_gtid_applies_the_transactions_after_that_position(
     stream = {"startup_mode": "gtid", "job_name": "from_gtid"}
     unknown = configure(source={"tables": ["items"]}, stream={**stream, "startup_gtid": "0-77-1"})
     with pytest.raises(SourceError, match="does not hold GTID position 0-77-1"):
-        jobs.stream(spark, unknown, available_now=True)
+        commands.stream(spark, unknown, available_now=True)
     assert not Path(_silver(unknown, "items")).exists()
     config = configure(source={"tables": ["items"]}, stream={**stream, "startup_gtid": position})
     _assert_starts_after_the_before_row(spark, db_env, database, config)
@@ -761,7 +762,7 @@ def _assert_starts_after_the_before_row(
 ) -> None:
     """A catch-up from the start mode's position lands rows 1 and 2 as the source has them, and
     its changelog holds the changes after the 'before' insert, not that insert."""
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     oracle = _oracle(db_env, database, "items")
     source = source_rows(db_env, oracle)
     assert silver_rows(spark, config, oracle) == {(1,): source[(1,)], (2,): source[(2,)]}
@@ -784,7 +785,7 @@ def test_specific_offset_on_purged_binlog_is_a_clear_error(
         }
     )
     with pytest.raises(BinlogPurgedError, match="re-snapshot") as caught:
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     assert "mysql-bin.000000" in str(caught.value)
     assert not Path(_silver(config, "items")).exists()
 
@@ -797,7 +798,7 @@ def test_changes_of_uncaptured_tables_are_dropped(
     rng = random.Random(9)
     with_cursor(sql, lambda cur: seed_items(cur, rng, 120))
     config = configure(source={"tables": ["items"]})
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     workload = Workload(120)
 
     def writes(cur: Any) -> None:
@@ -807,7 +808,7 @@ def test_changes_of_uncaptured_tables_are_dropped(
 
     with_cursor(sql, writes)
     assert sql("SELECT COUNT(*) FROM order_lines")[0][0] > 0
-    summary = jobs.stream(spark, config, available_now=True)
+    summary = commands.stream(spark, config, available_now=True)
     assert summary.changes > 0
     assert_silver_equals_source(spark, db_env, config, "items")
     assert not Path(_silver(config, "order_lines")).exists()

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
-from binlake.column_rules import lake_view
 from binlake.errors import ConfigError
-from binlake.lake import STATS_COLUMNS, bronze_table
-from binlake.silver import changelog_table, silver_table
-from binlake.snapshot import with_resolved_password
-from binlake.source import connection, load_schema
+from binlake.jobs import commands
+from binlake.lake.tables import STATS_COLUMNS, bronze_table
+from binlake.mysql.column_rules import lake_view
+from binlake.mysql.server import connection, load_schema
+from binlake.silver.merge import changelog_table, silver_table
+from binlake.snapshot.task import with_resolved_password
 
 from .items import (
     Racer,
@@ -68,15 +68,15 @@ def test_clustering_and_properties_hold_through_a_reset_and_a_schema_change(
         lake={"table_layout": LAYOUT},
     )  # fmt: skip
     with Racer(db_env, database):
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
         assert _layouts(spark, config) == EXPECTED
-        jobs.snapshot(spark, config, ["items"], reset=True)
-        jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config, ["items"], reset=True)
+        commands.stream(spark, config, available_now=True)
         assert _layouts(spark, config) == EXPECTED
         sql("ALTER TABLE items ADD COLUMN shelf VARCHAR(20) DEFAULT 's1'")
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     assert _layouts(spark, config) == EXPECTED
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
@@ -88,16 +88,16 @@ def test_a_layout_naming_a_missing_column_or_table_is_refused_before_any_work(
     seed_items(sql, 10)
     typo = make_config(lake={"table_layout": {"items": {"cluster_by": ["qtty"]}}})
     with pytest.raises(ConfigError, match=r"clusters by 'qtty'.*did you mean 'qty'"):
-        jobs.snapshot(spark, typo)
+        commands.snapshot(spark, typo)
     excluded = make_config(
         source={"column_rules": {"items": {"exclude": ["name"]}}},
         lake={"table_layout": {"items": {"cluster_by": ["name"]}}},
     )
     with pytest.raises(ConfigError, match="clusters by 'name'"):
-        jobs.snapshot(spark, excluded)
+        commands.snapshot(spark, excluded)
     nowhere = make_config(lake={"table_layout": {"itemz": {"cluster_by": ["qty"]}}})
     with pytest.raises(ConfigError, match="itemz"):
-        jobs.snapshot(spark, nowhere)
+        commands.snapshot(spark, nowhere)
     assert not bronze_table(typo, _items(typo)).exists(spark)
 
 
@@ -125,9 +125,9 @@ def test_bronze_and_the_changelog_gather_statistics_of_what_they_are_found_by(
     seed_items(sql, 300)
     config = make_config(snapshot={"chunk_size": 100, "chunks_per_commit": 1})
     with racer():
-        jobs.snapshot(spark, config)
-        jobs.stream(spark, config, available_now=True)
-    jobs.stream(spark, config, available_now=True)
+        commands.snapshot(spark, config)
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     table = lake_view(config.source, _items(config))
     assert _statistics(spark, bronze_table(config, table)) == ("_chunk_id", {"_chunk_id"})
     changelog = ("`_binlake_offset`, `_commit_ts`", {"_binlake_offset", "_commit_ts"})
@@ -147,19 +147,19 @@ def test_a_clustering_column_renamed_during_a_reset_snapshot_is_followed(
     snapshot = {"chunk_size": 100, "parallelism": 1, "chunks_per_commit": 1}
     layout = {"table_layout": {"items": {"cluster_by": ["note"]}}}
     config = make_config(snapshot=snapshot, lake=layout)
-    jobs.snapshot(spark, config)
+    commands.snapshot(spark, config)
     bronze = bronze_table(config, lake_view(config.source, _items(config)))
     assert _statistics(spark, bronze)[0] == "_chunk_id, `note`"
     rename = ["ALTER TABLE items RENAME COLUMN note TO remark", "UPDATE items SET remark = 'r'"]
     migrate_during_batches(monkeypatch, sql, {2: rename})
     with racer():
-        jobs.snapshot(spark, config, ["items"], reset=True)
+        commands.snapshot(spark, config, ["items"], reset=True)
     renamed = make_config(
         snapshot=snapshot, lake={"table_layout": {"items": {"cluster_by": ["remark"]}}}
     )
-    jobs.snapshot(spark, renamed)
+    commands.snapshot(spark, renamed)
     assert _statistics(spark, bronze)[0] == "_chunk_id, `remark`"
     with racer():
-        jobs.stream(spark, renamed, available_now=True)
-    jobs.stream(spark, renamed, available_now=True)
+        commands.stream(spark, renamed, available_now=True)
+    commands.stream(spark, renamed, available_now=True)
     assert_silver_is_source(spark, sql, renamed, "items")

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from binlake import jobs
-from binlake.binlog import read_changes
-from binlake.config import Config, parse_config
+from binlake.config.settings import Config, parse_config
 from binlake.errors import SourceError
-from binlake.offsets import BinlogOffset
-from binlake.schema import Column, TableSchema
-from binlake.source import bulk_connection, connection
-from binlake.verify import verify_silver
+from binlake.jobs import commands
+from binlake.jobs.verify import verify_silver
+from binlake.model.offsets import BinlogOffset
+from binlake.model.schema import Column, TableSchema
+from binlake.mysql.binlog import read_changes
+from binlake.mysql.server import bulk_connection, connection
 
 from .replay import Writers, connect
 from .servers import PrivateServer, private_server
@@ -243,9 +243,9 @@ def test_snapshot_and_stream_under_verify_identity(
     writers = Writers(tls_server.db_env, "e2e", workload.step, threads=2, max_ops=3000,
                       pause_s=0.03)  # fmt: skip
     with writers:
-        summary = jobs.snapshot(spark, config)
+        summary = commands.snapshot(spark, config)
     assert writers.ops > 0 and summary.chunks_read == summary.chunks
-    jobs.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
     for table in TABLES:
         assert_silver_equals_source(spark, tls_server.db_env, config, table)
     assert verify_silver(spark, config).identical

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from binlake import jobs
+from binlake.jobs import commands
 
 from .items import (
     ITEMS,
@@ -82,13 +82,13 @@ class Lifecycle:
     # The actions -------------------------------------------------------------------------
 
     def stream(self) -> None:
-        jobs.stream(self.spark, self.config, available_now=True)
+        commands.stream(self.spark, self.config, available_now=True)
 
     def snapshot(self) -> None:
-        jobs.snapshot(self.spark, self.config)
+        commands.snapshot(self.spark, self.config)
 
     def reset(self) -> None:
-        jobs.snapshot(self.spark, self.config, [self.rng.choice(self.tables)], reset=True)
+        commands.snapshot(self.spark, self.config, [self.rng.choice(self.tables)], reset=True)
 
     def continuous(self) -> None:
         with running_stream(self.spark, self.config):
@@ -148,8 +148,8 @@ class Lifecycle:
 
     def check(self) -> None:
         """The bundle's catch-up job, then every captured table exact."""
-        jobs.snapshot(self.spark, self.config)
-        jobs.stream(self.spark, self.config, available_now=True)
+        commands.snapshot(self.spark, self.config)
+        commands.stream(self.spark, self.config, available_now=True)
         for table in self.tables:
             assert_silver_is_source(self.spark, self.sql, self.config, table)
             changelog = Path(self.config.lake.path("bronze", self.database, f"{table}__changelog"))
@@ -174,7 +174,7 @@ def test_lifecycle_torture(
         sql(ITEMS.replace("items", name))
         sql(f"INSERT INTO `{name}` SELECT * FROM items")
     life = Lifecycle(spark, sql, db_env, database, make_config, tmp_path, rng)
-    jobs.snapshot(spark, life.config)
+    commands.snapshot(spark, life.config)
     done: list[str] = []
     for round_ in range(rounds):
         actions = rng.sample(ACTIONS, 3)

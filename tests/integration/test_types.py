@@ -26,7 +26,7 @@ import yaml
 from chispa import assert_df_equality
 from pyspark.sql import types as T
 
-from binlake import jobs
+from binlake.jobs import commands
 
 from .replay import connect
 from .test_spark_connect import run_remote
@@ -242,13 +242,13 @@ def test_every_type_and_key_lands_as_the_source_holds_it(
         if remote:
             run_remote(request.getfixturevalue("spark_remote"), config_file, "snapshot")
         else:
-            jobs.snapshot(spark, config)
+            commands.snapshot(spark, config)
     rewrite_through_binlog(db_env, database)
     if remote:
         run_remote(
             request.getfixturevalue("spark_remote"), config_file, "stream", "--available-now"
         )
     else:
-        jobs.stream(spark, config, available_now=True)
+        commands.stream(spark, config, available_now=True)
     for table in TABLES:
         assert_silver_equals_source(spark, db_env, config, table)

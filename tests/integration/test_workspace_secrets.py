@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from binlake import cli
-from binlake.workspace_secrets import read_secret
+from binlake.config.secrets import read_secret
+from binlake.jobs import cli
 
 from .items import assert_silver_is_source, seed_items
 from .workspace_api import Workspace

@@ -19,12 +19,12 @@ CLASSIC_ONLY_MODULES = ("py4j", "pyspark.accumulators", "pyspark.rdd", "delta.ta
 CLASSIC_ONLY_NAMES = {"SparkContext", "DeltaTable", "Accumulator", "RDD"}
 #: (module, top-level definition) allowed to use them: both run on classic sessions only.
 ALLOWED = {
-    ("spark", "local_session"),
-    ("spark", "write_class_archive"),  # `make setup`'s local JVM, and waiting for its exit
-    ("spark", "_stop_and_wait_for_jvm"),
-    ("lake_files", "HadoopFiles"),
-    ("lake_files", "driver_files"),  # HadoopFiles on a classic session only
-    ("lake_files", "<module>"),  # `from py4j.protocol import Py4JJavaError`, for HadoopFiles
+    ("runtime.spark", "local_session"),
+    ("runtime.spark", "write_class_archive"),  # `make setup`'s local JVM, and waiting for its exit
+    ("runtime.spark", "_stop_and_wait_for_jvm"),
+    ("lake.files", "HadoopFiles"),
+    ("lake.files", "driver_files"),  # HadoopFiles on a classic session only
+    ("lake.files", "<module>"),  # `from py4j.protocol import Py4JJavaError`, for HadoopFiles
 }
 
 

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from binlake.bundle.errors import BundleError
+from binlake.errors import BundleError
 
 
 def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> None:
@@ -71,9 +71,9 @@ def _job_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_action(args: argparse.Namespace, execute: Callable[[Sequence[str]], int]) -> int:
     """Run the parsed action; failures are `BundleError`s (a failed task's carries its code).
-    `execute` runs a task's command line (`binlake.cli.main`)."""
+    `execute` runs a task's command line (`binlake.jobs.cli.main`)."""
     from binlake.bundle.definition import load_bundle
-    from binlake.bundle.workspace import workspace_client
+    from binlake.runtime.workspace import workspace_client
 
     if args.action == "deploy":
         target = f" -t {args.target}" if args.target else ""

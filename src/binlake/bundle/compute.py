@@ -27,7 +27,7 @@ from typing import Any
 from databricks.bundles.core import Bundle, job_mutator
 from databricks.bundles.jobs import ClusterSpec, DataSecurityMode, Job, JobCluster, Library, Task
 
-from binlake.spark import compute_settings
+from binlake.runtime.spark import compute_settings
 
 SERVERLESS = "serverless"
 CLASSIC = "classic"

@@ -33,9 +33,10 @@ from databricks.sdk import WorkspaceClient
 from databricks.sdk.service.jobs import JobAccessControlRequest, JobSettings
 
 from binlake.bundle import keys, modes
-from binlake.bundle.errors import BundleError
+from binlake.bundle.remote import Remote
 from binlake.bundle.variables import Deferred, Interpolator, variable_values
-from binlake.bundle.workspace import Connection, Remote
+from binlake.errors import BundleError
+from binlake.runtime.workspace import Connection
 
 BUNDLE_FILE = "bundle.yml"
 #: Workspace folders under the root path, with the defaults the Databricks CLI gives them.

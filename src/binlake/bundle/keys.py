@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from binlake.bundle.errors import BundleError
+from binlake.errors import BundleError
 
 TOP_LEVEL = frozenset(
     {

@@ -2,10 +2,10 @@
 (Named so that nobody takes it for `databricks bundle run`, which runs a deployed job on a
 workspace.)
 
-Each task calls the function the Databricks runtime calls for it — `binlake.cli.main` with the
+Each task calls the function the Databricks runtime calls for it — `binlake.jobs.cli.main` with the
 task's parameters — in this process, so a local run and a workspace run share one code path;
-the Spark session comes from `binlake.spark.get_or_create` in both. The CLI passes
-`binlake.cli.main` as `execute`; tests pass their own to record the calls.
+the Spark session comes from `binlake.runtime.spark.get_or_create` in both. The CLI passes
+`binlake.jobs.cli.main` as `execute`; tests pass their own to record the calls.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 
 from binlake.bundle.definition import Bundle
-from binlake.bundle.errors import BundleError
 from binlake.bundle.tasks import task_arguments, task_order
+from binlake.errors import BundleError
 
 log = logging.getLogger(__name__)
 
-#: Runs one task's `binlake` command line and returns its exit code, like `binlake.cli.main`.
+#: Runs one task's `binlake` command line and returns its exit code, like `binlake.jobs.cli.main`.
 TaskExecutor = Callable[[Sequence[str]], int]
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from databricks.sdk.service.jobs import JobAccessControlRequest, JobPermissionLevel
 
-from binlake.bundle.errors import BundleError
 from binlake.bundle.keys import PERMISSION, PRESETS, PRINCIPAL, RUN_AS, check_keys
-from binlake.bundle.workspace import CurrentUser
+from binlake.bundle.remote import CurrentUser
+from binlake.errors import BundleError
 
 MODES = ("development", "production")
 DEVELOPMENT_CONCURRENT_RUNS = 4

@@ -1,7 +1,7 @@
 """What a bundle job runs: its tasks in dependency order, and the binlake command line of each.
 
 A task is a `python_wheel_task` of package `binlake`, entry point `binlake`: on Databricks the
-runtime calls `binlake.cli.main` with the task's parameters, locally `binlake bundle run-local`
+runtime calls `binlake.jobs.cli.main` with the task's parameters, locally `binlake bundle run-local`
 does the same in-process. `{{job.parameters.NAME}}` in the parameters is the Jobs service's dynamic
 value reference; here it is replaced by the job parameter's value, as the service would, and
 `{{job.id}}` by nothing: a local run belongs to no Databricks job, so no stop pauses one.
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from databricks.sdk.service.jobs import Task
 
 from binlake.bundle.definition import Job
-from binlake.bundle.errors import BundleError
+from binlake.errors import BundleError
 
 PACKAGE = "binlake"
 ENTRY_POINT = "binlake"

@@ -14,11 +14,10 @@ import contextlib
 import io
 from typing import Any
 
-from binlake import command_line
 from binlake.bundle.definition import Bundle, Job
-from binlake.bundle.errors import BundleError
 from binlake.bundle.tasks import task_arguments, task_order
-from binlake.errors import ConfigError
+from binlake.config import command_line
+from binlake.errors import BundleError, ConfigError
 
 
 def validate(bundle: Bundle) -> list[str]:
@@ -126,7 +125,7 @@ def _compute(job: Job) -> str:
 
 
 def check_cli_call(where: str, arguments: list[str]) -> None:
-    """Parse `arguments` as `binlake.cli.main` parses a job command (a task runs no `binlake
+    """Parse `arguments` as `binlake.jobs.cli.main` parses a job command (a task runs no `binlake
     bundle`: its parser refuses it) and build their configuration."""
     errors = io.StringIO()
     try:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from binlake.bundle.errors import BundleError
 from binlake.bundle.keys import LOOKUP, VARIABLE, check_keys, did_you_mean
+from binlake.errors import BundleError
 
 #: `BUNDLE_VAR_<name>` sets variable `<name>`, as with the Databricks CLI.
 ENV_PREFIX = "BUNDLE_VAR_"

@@ -1,0 +1,146 @@
+"""The `binlake` job commands' grammar: their arguments and the config they build.
+
+Both the CLI (`binlake.jobs.cli`, which adds the `bundle` command) and the bundle's validation
+of its tasks (`binlake.bundle.validate`) parse with it, so a task is checked exactly as the
+runtime will run it, and the bundle package never imports the CLI that imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from binlake.config.settings import Config, load_config, parse_config
+from binlake.errors import ConfigError
+
+#: Adds commands to the parser: (its subparsers, the `-v` option's parent parser).
+MoreCommands = Callable[[Any, argparse.ArgumentParser], None]
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE (e.g. source.host=db1), got {pair!r}")
+        result[key.strip()] = value
+    return result
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    overrides = _overrides(args.set or [])
+    if args.config:
+        return load_config(args.config, overrides)
+    if not overrides:
+        raise ConfigError("give --config FILE (and/or --set KEY=VALUE for every required key)")
+    return parse_config({}, overrides)
+
+
+def build_parser(more_commands: MoreCommands | None = None) -> argparse.ArgumentParser:
+    """The job commands' parser; `more_commands(subparsers, verbosity)` adds others (the CLI's
+    `bundle`)."""
+    # `-v` is accepted before and after the command: the subparsers' copy defaults to SUPPRESS,
+    # so an absent `-v` after the command keeps what the main parser found before it.
+    verbosity = _verbosity(argparse.SUPPRESS)
+    parser = argparse.ArgumentParser(
+        prog="binlake",
+        description="Lock-free MySQL/MariaDB snapshots and CDC into Delta Lake.",
+        epilog="`binlake COMMAND --help` describes a command and its options.",
+        parents=[_verbosity(False)],
+    )
+    parser.add_argument("--version", action="version", version=f"binlake {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=summary, description=description, parents=[verbosity])
+        sub.add_argument("--config", help="YAML config file (keys: see the README)")
+        sub.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override a config key, e.g. --set snapshot.parallelism=2 (repeatable)",
+        )
+        return sub
+
+    snapshot = command(
+        "snapshot",
+        "bronze snapshot: plan chunks, read them lock-free, write bronze",
+        "Split each captured table by its key into chunks, read the chunks in parallel without "
+        "locks, correct each with the binlog between its watermarks and write it to bronze. "
+        "Resumable: a rerun skips the chunks the ledger records as finished.",
+    )
+    snapshot.add_argument(
+        "--tables",
+        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
+        action="extend",
+        metavar="T[,T...]",
+        help="only these captured tables (repeatable or comma-separated)",
+    )
+    snapshot.add_argument(
+        "--reset",
+        action="store_true",
+        help="with --tables: forget their snapshot, silver and changelog and snapshot them "
+        "again while the stream keeps applying the other tables",
+    )
+    stream = command(
+        "stream",
+        "silver stream: tail the binlog and MERGE into silver",
+        "Tail the binlog from the snapshot's smallest high watermark (or stream.startup_mode), "
+        "drop the changes a chunk already holds and MERGE the rest into silver, exactly once. "
+        "Runs until interrupted unless --available-now.",
+    )
+    stream.add_argument(
+        "--available-now", action="store_true", help="catch up to the binlog head, then stop"
+    )
+    run = command(
+        "run",
+        "snapshot, then stream with --available-now",
+        "Finish the snapshot (a no-op once the ledger is complete), then catch silver up to the "
+        "binlog head and stop: what a scheduled catch-up job runs.",
+    )
+    status = command(
+        "status",
+        "chunks done/total, rows and stream lag per table",
+        "Per table: snapshot chunks done/total, bronze and silver rows; the stream's offset and "
+        "its lag behind the source's binlog head.",
+    )
+    status.add_argument(
+        "--json", action="store_true", help="print one JSON object, for scripts and alerts"
+    )
+    command(
+        "verify",
+        "compare silver with the source; exit 1 on a difference",
+        "Compare every silver table with the source chunk by chunk (the source read without "
+        "locks) and name the keys that differ; exit 1 on a difference.",
+    )
+    for job_command in (snapshot, stream, run):
+        job_command.add_argument(
+            "--job-id",
+            metavar="ID",
+            help="the Databricks job running this command (the bundle passes {{job.id}}): a "
+            "stop that a retry cannot fix pauses the job's trigger, schedule or continuous run",
+        )
+    if more_commands is not None:
+        more_commands(commands, verbosity)
+    return parser
+
+
+def _verbosity(default: object) -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="debug logging, Spark's own messages, tracebacks of unexpected errors",
+    )
+    return options
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("binlake")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "(not installed)"

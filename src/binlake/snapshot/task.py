@@ -1,0 +1,730 @@
+"""The bronze snapshot task: plan, read chunks as Spark tasks, commit bronze, then the ledger.
+
+The driver plans every captured table into chunks and records all plans in the ledger in one
+commit. Pending chunks are then read in commit batches: each batch is one Spark job whose tasks
+(at most `snapshot.parallelism`, each with its own replica `server_id`) read their chunks
+lock-free and return Arrow batches of rows at the chunk's high watermark, written straight into
+bronze (`replaceWhere _chunk_id IN (...)`: a retried batch replaces, never duplicates). Each
+chunk's LW, HW and row count travel back as one report row beside its rows, gathered by an
+observation (`DataFrame.observe`) and dropped before the write: Spark merges observed metrics
+only from the task attempts that succeeded, exactly the reads whose rows the write committed,
+and observations work on Spark Connect, where accumulators do not exist. Only then are the
+chunks marked finished in the ledger. Tables run side by side (`ChunkScheduler`), and one ledger
+MERGE marks the batches of many tables, so a small table costs about one bronze commit. One
+pass: nothing is staged or read twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pymysql
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type
+
+from binlake.config.settings import Config, SourceConfig
+from binlake.errors import ConfigError, SchemaChangeError, SourceError, carried_by
+from binlake.lake.event_log import Event, event
+from binlake.lake.files import LakeFiles, driver_files, join
+from binlake.lake.lease import HeldLease, snapshot_lease, stream_lease
+from binlake.lake.paths import (
+    checkpoints_root,
+    ledger_path,
+    resets_root,
+    schema_root,
+    tables_path,
+)
+from binlake.lake.table_layout import apply_layout
+from binlake.lake.tables import (
+    BRONZE_COLUMNS,
+    BRONZE_STATS_COLUMNS,
+    STATS_COLUMNS,
+    bronze_schema,
+    bronze_table,
+    column_mapping,
+    create_schemas,
+    local_frame,
+)
+from binlake.model.offsets import BinlogOffset
+from binlake.model.schema import TableSchema
+from binlake.mysql.column_rules import lake_view, projection
+from binlake.mysql.lineage import source_lineage
+from binlake.mysql.prerequisites import validate
+from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, StreamTables
+from binlake.mysql.server import bulk_driver, connection, current_offset
+from binlake.snapshot.chunk_reader import ChunkRead, ChunkReader
+from binlake.snapshot.chunks import ChunkRange, decode_key, encode_key
+from binlake.snapshot.ddl_follow import DdlWatch, FollowedTable, Resnapshot
+from binlake.snapshot.ledger import ChunkResult, ChunkState, Ledger
+from binlake.snapshot.planner import plan_table
+from binlake.snapshot.row_filters import check_row_filters, filtered_rows
+from binlake.snapshot.table_rules import TableRules
+
+log = logging.getLogger(__name__)
+
+#: What a task reports per chunk it read: (chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows,
+#: hw_gtid: the GTID position at the HW, "" where unknown).
+ChunkReport = tuple[int, str, int, str, int, int, str]
+#: The column a chunk's report travels in: one row per chunk read, whose other columns are null.
+REPORT = "_report"
+REPORT_TYPE = pa.struct(
+    [
+        ("chunk_id", pa.int32()),
+        ("lw_file", pa.string()),
+        ("lw_pos", pa.int64()),
+        ("hw_file", pa.string()),
+        ("hw_pos", pa.int64()),
+        ("rows", pa.int64()),
+        ("hw_gtid", pa.string()),
+    ]
+)
+
+
+def schema_history(spark: SparkSession, config: Config) -> SchemaHistory:
+    return SchemaHistory(schema_root(config), driver_files(spark))
+
+
+@dataclass(frozen=True)
+class SnapshotSummary:
+    tables: int
+    chunks: int
+    chunks_read: int
+    rows: int
+    seconds: float
+
+
+#: How many times one run snapshots a table again by itself, after DDL it cannot follow.
+RESNAPSHOTS = 3
+
+
+def run_snapshot(
+    spark: SparkSession, config: Config, only: list[str] | None = None, reset: bool = False
+) -> SnapshotSummary:
+    """Snapshot the captured tables (or `only` these); resumes from the ledger and skips finished
+    chunks. With `reset`, the named tables are snapshotted again from scratch, as is a table
+    changed during its snapshot by a DDL bronze cannot follow (`snapshot_ddl`)."""
+    lease = snapshot_lease(driver_files(spark), config)
+    with lease.held("binlake snapshot") as held:
+        return _run_snapshot(spark, config, held, only, reset)
+
+
+def _run_snapshot(
+    spark: SparkSession, config: Config, lease: HeldLease, only: list[str] | None, reset: bool
+) -> SnapshotSummary:
+    started = time.monotonic()
+    source = with_resolved_password(config.source)
+    history = schema_history(spark, config)
+    rounds = [_snapshot_round(spark, config, source, history, lease, only, reset, started)]
+    while rounds[-1].resnapshot:
+        if len(rounds) > RESNAPSHOTS:
+            raise SchemaChangeError(
+                f"{', '.join(rounds[-1].resnapshot)} changed during each of {RESNAPSHOTS} "
+                "snapshots in ways a snapshot cannot follow: the last change "
+                f"{'; '.join(rounds[-1].resnapshot.values())}. Run the snapshot once the "
+                "table's migrations are done"
+            )
+        for reason in rounds[-1].resnapshot.values():
+            log.warning("snapshot: %s; the table is snapshotted again, by itself", reason)
+        again = [t.split(".", 1)[1] for t in rounds[-1].resnapshot]
+        rounds.append(_snapshot_round(spark, config, source, history, lease, again, True, started))
+    chunks = {t: n for r in rounds for t, n in r.chunks.items()}  # the last plan of each table
+    summary = SnapshotSummary(
+        len(rounds[0].chunks), sum(chunks.values()), sum(r.read for r in rounds),
+        sum(r.rows for r in rounds), time.monotonic() - started,
+    )  # fmt: skip
+    log.info(
+        "snapshot complete: %d chunks (%d read now), %d rows in %.1f s",
+        summary.chunks, summary.chunks_read, summary.rows, summary.seconds,
+        extra=event("snapshot", chunks, rows=summary.rows, seconds=summary.seconds),
+    )  # fmt: skip
+    return summary
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One pass over the tables: their plans' sizes, what it read, and the tables a DDL it could
+    not follow sends back to the start (table → why)."""
+
+    chunks: dict[str, int]
+    read: int
+    rows: int
+    resnapshot: dict[str, str]
+
+
+def _snapshot_round(
+    spark: SparkSession,
+    config: Config,
+    source: SourceConfig,
+    history: SchemaHistory,
+    lease: HeldLease,
+    only: list[str] | None,
+    reset: bool,
+    started: float,
+) -> _Round:
+    with connection(source) as conn:
+        # Read before the schemas: a DDL after it is one the stream meets (schema_history).
+        schemas_at = current_offset(conn)
+        tables = chosen_tables(validate(conn, config), only)
+        check_row_filters(spark, config, tables)
+        create_schemas(spark, config, {t.database for t in tables})
+        ledger = Ledger(spark, ledger_path(config))
+        resets = PendingResets(driver_files(spark), config)
+        pending = {p for d in {t.database for t in tables} for p in resets.of_database(d)}
+        again = {t.qualified for t in tables if reset or t.qualified in pending}
+        filters = TableRules(config, driver_files(spark))
+        known = history.entries_of(t.qualified for t in tables)
+        filters.require_unchanged(
+            t for t in tables if t.qualified not in again and known[t.qualified]
+        )
+        if again:  # before anything is reset: the source must be the lineage's server
+            schemas_at = schemas_at.on(source_lineage(driver_files(spark), config, source))
+        for table in tables:
+            if table.qualified in again:
+                if not reset:
+                    log.info("snapshot: finishing the reset of %s a run began", table.qualified)
+                reset_table(spark, config, ledger, table)
+        plans = _plan(conn, ledger, tables, config)
+    unrecorded = [t for t in tables if t.qualified in again or not known[t.qualified]]
+    filters.record(unrecorded)
+    if unrecorded or any(not c.finished for plan in plans.values() for c in plan):
+        # Offsets are recorded: in the lake's lineage, which a run with nothing to read (a
+        # `binlake run` after a failover, before its stream moved the lake) never needs.
+        schemas_at = schemas_at.on(source_lineage(driver_files(spark), config, source))
+    bases = {t.qualified: SchemaEntry(schemas_at, t) for t in unrecorded}
+    history.reset_all(bases)
+    known.update({name: [base] for name, base in bases.items()})
+    for name in again:
+        resets.end(name)
+    progress = Progress(plans, started)
+    log.info(
+        "snapshot: %d tables, %d chunks, %d already finished",
+        len(tables), progress.total, progress.done,
+    )  # fmt: skip
+    work = [
+        (t, plans[t.qualified], known[t.qualified][-1])
+        for t in tables
+        if not all(c.finished for c in plans[t.qualified])
+    ]
+    resnapshot: dict[str, str] = {}
+    if work:
+        bulk_driver()  # say here, not only in the workers' logs, which reader the chunks use
+        watch = DdlWatch(config, source, history)
+        try:
+            scheduler = ChunkScheduler(spark, config, source, ledger, progress, watch, lease)
+            resnapshot = scheduler.run(work)
+        finally:
+            watch.close()
+    for table in tables:  # made now, or emptied by a reset (which drops its clustering)
+        if table.qualified not in resnapshot:
+            apply_layout(spark, config, table, bronze_table(config, table), cluster=True)
+    chunks = {t.qualified: len(plans[t.qualified]) for t in tables}
+    return _Round(chunks, progress.read, progress.rows, resnapshot)
+
+
+class Progress:
+    """Chunks and tables finished (marked in the ledger) so far, for the progress lines."""
+
+    def __init__(self, plans: dict[str, list[ChunkState]], started: float) -> None:
+        self.started = started
+        self.total = sum(len(p) for p in plans.values())
+        self.done = sum(1 for p in plans.values() for c in p if c.finished)
+        self._unfinished = {
+            table: {c.chunk_id for c in plan if not c.finished} for table, plan in plans.items()
+        }
+        self.read = self.rows = 0
+
+    def add(self, results: list[ChunkResult]) -> None:
+        for result in results:
+            self._unfinished[result.table].discard(result.chunk_id)
+        self.read += len(results)
+        self.rows += sum(r.rows for r in results)
+
+    def report(self, commit: dict[str, Event] | None = None) -> None:
+        """Log the progress so far; `commit`: the event of the ledger commit it follows."""
+        elapsed = time.monotonic() - self.started
+        tables_done = sum(1 for chunks in self._unfinished.values() if not chunks)
+        log.info(
+            "snapshot: chunks %d/%d done, tables %d/%d, %d rows read, %.0f rows/s",
+            self.done + self.read, self.total, tables_done, len(self._unfinished), self.rows,
+            self.rows / elapsed if elapsed else 0.0, extra=commit,
+        )  # fmt: skip
+
+
+#: Committed chunks wait at most this long for their ledger MERGE, unless a commit batch's worth
+#: is waiting: one MERGE then marks many small tables, and a crash re-reads at most this much.
+MARK_EVERY_S = 5.0
+
+
+class ChunkScheduler:
+    """Reads and commits the pending chunks of many tables, `config.table_slots` tables at once.
+
+    Each table runs in a driver thread of its own: its chunks in commit batches, each one Spark
+    job and one bronze commit, one batch after another (two commits to one Delta table at once
+    would conflict). The threads hand each committed batch to the calling thread, which marks
+    them finished in the ledger, many tables per MERGE: the ledger's cost no longer grows with
+    the number of tables. A crash between a bronze commit and its mark re-reads those chunks,
+    and their bronze commit replaces the rows (see `_read_and_commit`).
+
+    Concurrent jobs must not share a replica server id (the server would evict one binlog
+    replay): slot `s` reads with ids `low + s * parallelism + partition`.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: Config,
+        source: SourceConfig,
+        ledger: Ledger,
+        progress: Progress,
+        watch: DdlWatch,
+        lease: HeldLease,
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.source = source
+        self.ledger = ledger
+        self.progress = progress
+        self.watch = watch
+        self.lease = lease
+        self._committed: queue.SimpleQueue[_Committed] = queue.SimpleQueue()
+        self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._resnapshot: dict[str, str] = {}
+
+    def run(self, work: list[tuple[TableSchema, list[ChunkState], SchemaEntry]]) -> dict[str, str]:
+        """Every table's pending chunks read, committed and marked; the first failure raised
+        after the batches committed before it are marked. Returns the tables a DDL the
+        snapshot cannot follow stopped (table → why), to be snapshotted again."""
+        slots = min(self.config.table_slots, len(work))
+        for slot in range(slots):
+            self._slots.put(slot)
+        pool = ThreadPoolExecutor(slots, thread_name_prefix="binlake-snapshot")
+        try:
+            failure = self._mark_until_done({pool.submit(self._table, *w) for w in work})
+        finally:
+            self._stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+        if failure is not None:
+            raise failure
+        return self._resnapshot
+
+    def _mark_until_done(self, running: set[Future[None]]) -> BaseException | None:
+        """Marks committed batches as they arrive (each table thread also wakes this loop when
+        it ends); returns the first failure of a table thread."""
+        waiting: list[_Committed] = []
+        marked_at = time.monotonic()
+        failure: BaseException | None = None
+        while running:
+            with contextlib.suppress(queue.Empty):
+                waiting.append(self._committed.get(timeout=MARK_EVERY_S))
+            waiting += self._drain()
+            ended = {f for f in running if f.done()}
+            running -= ended
+            failure = failure or next(
+                (f.exception() for f in ended if not f.cancelled() and f.exception()), None
+            )
+            if failure is not None:
+                self._stop.set()
+            due = time.monotonic() - marked_at >= MARK_EVERY_S
+            full = sum(len(c.results) for c in waiting) >= self.config.snapshot.commit_batch
+            awaited = any(c.marked is not None for c in waiting)
+            if waiting and (due or full or awaited or not running or failure is not None):
+                self._mark(waiting)
+                waiting, marked_at = [], time.monotonic()
+        self._mark(self._drain())  # put between the last drain and the thread's end
+        return failure
+
+    def _drain(self) -> list[_Committed]:
+        committed: list[_Committed] = []
+        while not self._committed.empty():
+            committed.append(self._committed.get())
+        return committed
+
+    def _mark(self, committed: list[_Committed]) -> None:
+        """One ledger MERGE for all of them; a chunk caught up to a DDL after its read was
+        queued is marked with its latest entry."""
+        latest = {(r.table, r.chunk_id): r for c in committed for r in c.results}
+        if latest:
+            self.lease.check()
+            self.ledger.mark_finished(latest.values())
+            self.progress.add([r for c in committed if c.marked is None for r in c.results])
+            marked = latest.values()
+            self.progress.report(
+                event(
+                    "snapshot_commit",
+                    {r.table for r in marked},
+                    max(r.hw for r in marked),
+                    sum(r.rows for r in marked),
+                )
+            )
+        for c in committed:
+            if c.marked is not None:
+                c.marked.set()
+
+    def _mark_now(self, results: list[ChunkResult]) -> None:
+        """Marks `results` and returns once the ledger holds them (a table thread's catch-up
+        to a DDL, which the schema history may only record after)."""
+        marked = threading.Event()
+        self._committed.put(_Committed(results, marked))
+        while not marked.wait(1.0):
+            if self._stop.is_set():
+                raise RuntimeError("the snapshot stopped before the catch-up was marked")
+
+    def _table(self, table: TableSchema, plan: list[ChunkState], entry: SchemaEntry) -> None:
+        slot = self._slots.get()
+        try:
+            if self._stop.is_set():
+                return
+            server_id = self.config.snapshot_server_id(slot * self.config.snapshot.parallelism)
+            rules = self.config.source
+            followed = FollowedTable(self.spark, self.source, server_id,
+                                     bronze_table(self.config, table), plan, entry, self.watch,
+                                     schema_history(self.spark, self.config),
+                                     rules.row_filter_of(table.qualified),
+                                     rules.column_rule_of(table.qualified) is not None)  # fmt: skip
+
+            def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
+                return _read_and_commit(self.spark, self.config, self.source, schema, batch, slot)
+
+            chunks = [c for c in plan if not c.finished]
+            batch_size = self.config.snapshot.commit_batch
+            for i in range(0, len(chunks), batch_size):
+                if self._stop.is_set():
+                    return
+                batch = chunks[i : i + batch_size]
+                try:
+                    results = followed.read(batch, read_batch, self._mark_now)
+                except Resnapshot as why:
+                    self._resnapshot[table.qualified] = str(why)
+                    return
+                self._committed.put(_Committed(results))
+        finally:
+            self._slots.put(slot)
+            self._committed.put(_Committed([]))  # wakes the marking loop: the thread has ended
+
+
+@dataclass(frozen=True)
+class _Committed:
+    """Chunks committed to bronze, for the ledger; `marked` is set once they are marked (a
+    table thread waits for a catch-up to a DDL to be marked)."""
+
+    results: list[ChunkResult]
+    marked: threading.Event | None = None
+
+
+def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:
+    """The captured tables `--tables` names, each by its name or as `db.table` (all of them
+    without it); a name two databases share must be qualified."""
+    if only is None:
+        return tables
+    chosen: list[TableSchema] = []
+    for name in only:
+        named = [t for t in tables if name in (t.name, t.qualified)]
+        if len(named) != 1:
+            captured = ", ".join(sorted(t.qualified for t in tables))
+            what = (
+                "a table of several databases: write db.table"
+                if named
+                else ("which source.tables does not capture")
+            )
+            raise ConfigError(f"--tables names {name}, {what} (captured: {captured})")
+        chosen.extend(t for t in named if t not in chosen)
+    return chosen
+
+
+class PendingResets:
+    """Tables whose reset began and whose new plan is not in the ledger yet: one file each under
+    `_system/resets`, created as a reset's first step and removed once the new plan is in the
+    ledger. While it exists no stream joins the table (its old plan and bronze are going), and
+    every snapshot finishes the reset before planning, so a reset that stopped at any point is
+    completed by the next run, `--reset` or not."""
+
+    def __init__(self, files: LakeFiles, config: Config) -> None:
+        self.files = files
+        self.root = resets_root(config)
+
+    def _file(self, table: str) -> str:
+        database, name = table.split(".", 1)
+        return join(self.root, database, f"{name}.json")
+
+    def begin(self, table: str) -> None:
+        self.files.write_text(self._file(table), "{}")
+
+    def end(self, table: str) -> None:
+        self.files.delete(self._file(table))
+
+    def pending(self, table: str) -> bool:
+        return self.files.exists(self._file(table))
+
+    def of_database(self, database: str) -> set[str]:
+        """The database's tables ("db.table") whose reset is pending: one listing."""
+        names = self.files.names(join(self.root, database))
+        return {f"{database}.{n.removesuffix('.json')}" for n in names if n.endswith(".json")}
+
+
+def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: TableSchema) -> None:
+    """Forget a table's snapshot so it is read again: its ledger rows and bronze rows go, and
+    every stream job stops applying it until the new snapshot finishes; then the stream replaces
+    its silver from the new bronze and catches it up from the new high watermarks (see
+    `sink.join_ready_tables`). The changelog keeps the changes applied before the reset.
+
+    The first step marks the reset pending (`PendingResets`), which keeps a stream from joining
+    the table from its old plan and bronze while they go, and makes the next snapshot finish a
+    reset that stopped halfway."""
+    files = driver_files(spark)
+    for checkpoint in send_back(files, config, table.qualified):
+        _await_batch_in_flight(files, checkpoint)
+    ledger.forget(table.qualified)
+    # Emptied in place (a new version of the same table; a catalog's CREATE OR REPLACE), never
+    # dropped: Delta keeps a view of each table per session, which a dropped and re-created
+    # table would contradict.
+    bronze_table(config, table).save(
+        local_frame(spark, [], bronze_schema(lake_view(config.source, table)))
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+    )
+    log.info(
+        "snapshot: %s reset; its snapshot starts again", table.qualified,
+        extra=event("table_reset", [table.qualified]),
+    )  # fmt: skip
+
+
+def send_back(files: LakeFiles, config: Config, name: str) -> list[str]:
+    """A reset's first steps: mark the table's reset pending, then take it out of every stream
+    job's table list. Returns the checkpoints of the running jobs that applied it (a batch of
+    theirs planned before may still write it). A stream meeting a DDL it cannot follow sends
+    the table back this way from inside its batch; its next snapshot does the rest."""
+    checkpoints = checkpoints_root(config)
+    PendingResets(files, config).begin(name)
+    running = []
+    for job in files.names(checkpoints):
+        joined = StreamTables(tables_path(config, job), files)
+        before = joined.update(lambda tables: {t: o for t, o in tables.items() if t != name})
+        if name in before and stream_lease(files, config, job).holder() is not None:
+            running.append(join(checkpoints, job))
+    return running
+
+
+#: How long a reset waits for a running stream's batch that may still write the table.
+IN_FLIGHT_WAIT_S = 300.0
+
+
+def _await_batch_in_flight(files: LakeFiles, checkpoint: str) -> None:
+    """Wait until the running stream's batch planned before the table left its list has
+    committed: batches planned after it skip the table, so its lake tables can go."""
+    logged = batch_ids(files, join(checkpoint, "offsets"))
+    if not logged:
+        return
+    newest = max(logged)
+    deadline = time.monotonic() + IN_FLIGHT_WAIT_S
+    while not files.exists(join(checkpoint, "commits", str(newest))):
+        if time.monotonic() > deadline:
+            raise SourceError(
+                f"the stream under {checkpoint} has not finished batch {newest} in "
+                f"{IN_FLIGHT_WAIT_S:.0f} s, and it still holds its lease: stop it (it applies the "
+                "batch again when it starts), then reset again"
+            )
+        time.sleep(0.5)
+
+
+def batch_ids(files: LakeFiles, log: str) -> list[int]:
+    """The micro-batch ids a streaming checkpoint's `offsets` or `commits` log holds (its files
+    are named by id; Spark's temporary and checksum files are not)."""
+    return [int(name) for name in files.names(log) if name.isdigit()]
+
+
+def with_resolved_password(source: SourceConfig) -> SourceConfig:
+    """Resolve the password (and the salt of hashed columns) once on the driver, so Spark tasks
+    need no environment of their own. Both stay SecretStr: never printed, never logged.
+
+    The tasks' pickled functions carry it to the JVM through py4j, which logs every command it
+    sends (base64 bytes included) at DEBUG: py4j's logger is held at INFO or above, so debug
+    logging in the calling process (`-v`, a notebook's root logger) cannot print it.
+    """
+    from pydantic import SecretStr
+
+    py4j = logging.getLogger("py4j")
+    py4j.setLevel(max(py4j.level, logging.INFO))
+    resolved = source.with_hash_salt()
+    return resolved.model_copy(update={"password": SecretStr(source.resolve_password())})
+
+
+def _plan(
+    conn: pymysql.Connection, ledger: Ledger, tables: list[TableSchema], config: Config
+) -> dict[str, list[ChunkState]]:
+    """Every table's chunks: from the ledger, or planned now and recorded in one commit."""
+
+    def planner(table: TableSchema) -> Callable[[], list[ChunkRange]]:
+        return lambda: plan_table(conn, table, config.snapshot)
+
+    return ledger.record_plans({t.qualified: (t.split_column, planner(t)) for t in tables})
+
+
+def read_chunks(
+    spark: SparkSession,
+    config: Config,
+    source: SourceConfig,
+    table: TableSchema,
+    chunks: list[ChunkState],
+    slot: int = 0,
+) -> tuple[DataFrame, Observation]:
+    """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily; its
+    tasks use the server ids of `slot` (see `ChunkScheduler`).
+
+    The rows carry the bronze columns, without the rows `source.row_filters` drops (judged at
+    each chunk's HW); the observation holds the chunks' reports once the
+    frame has run (`chunk_reports`). Run the frame exactly once: each run reads the chunks
+    again, at new high watermarks.
+    """
+    slices = min(config.snapshot.parallelism, len(chunks))
+    descriptors = [(c.chunk_id, encode_key(c.range.start), encode_key(c.range.end)) for c in chunks]
+    indexes = spark.range(0, len(descriptors), 1, slices)  # no SparkContext on Spark Connect
+    server_id_base = config.snapshot_server_id(slot * config.snapshot.parallelism)
+    lineage = source_lineage(driver_files(spark), config, source)
+    reader = _ChunkBatchReader(source, table, server_id_base, descriptors, lineage)
+    schema = T.StructType(
+        [
+            *bronze_schema(lake_view(source, table)).fields,
+            T.StructField(REPORT, from_arrow_type(REPORT_TYPE)),
+        ]
+    )
+    reports = Observation()
+    rows = (
+        indexes.mapInArrow(reader, schema)
+        # As JSON text: Spark 4.0 hands an observed array back as a py4j object, not a list.
+        .observe(reports, F.to_json(F.collect_list(REPORT)).alias("reports"))
+        .where(F.col(REPORT).isNull())
+        .drop(REPORT)
+    )
+    return filtered_rows(rows, config, table.qualified), reports
+
+
+def chunk_reports(observation: Observation) -> list[ChunkReport]:
+    """The reports of a chunk read frame that ran (see `read_chunks`)."""
+    return [
+        (
+            r["chunk_id"],
+            r["lw_file"],
+            r["lw_pos"],
+            r["hw_file"],
+            r["hw_pos"],
+            r["rows"],
+            r.get("hw_gtid") or "",
+        )
+        # none: `chunk_results` refuses the batch
+        for r in json.loads(observation.get.get("reports") or "[]")
+    ]
+
+
+def _read_and_commit(
+    spark: SparkSession,
+    config: Config,
+    source: SourceConfig,
+    table: TableSchema,
+    batch: list[ChunkState],
+    slot: int,
+) -> list[ChunkResult]:
+    rows, reports = read_chunks(spark, config, source, table, batch, slot)
+    bronze = bronze_table(config, table)
+    try:
+        landed = lake_view(source, table).column_names
+        created = {**column_mapping(landed), STATS_COLUMNS: BRONZE_STATS_COLUMNS}
+        bronze.replace_chunks(spark, rows, [c.chunk_id for c in batch], created)
+    except Exception as failure:  # a chunk read's own error, raised in a Spark task
+        raise carried_by(failure) or failure from None
+    return chunk_results(table, batch, chunk_reports(reports))
+
+
+def chunk_results(
+    table: TableSchema, batch: list[ChunkState], reports: list[ChunkReport]
+) -> list[ChunkResult]:
+    """The ledger entries of a committed batch; refuses anything but one report per chunk."""
+    expected = sorted(c.chunk_id for c in batch)
+    reported = sorted(r[0] for r in reports)
+    if reported != expected:
+        raise RuntimeError(
+            f"{table.qualified}: chunk reports {reported} do not match the batch {expected}; "
+            "the batch is not marked finished and will be read again"
+        )
+    return [
+        ChunkResult(table.qualified, chunk_id, BinlogOffset(lw_file, lw_pos),
+                    BinlogOffset(hw_file, hw_pos, hw_gtid), rows)
+        for chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows, hw_gtid in reports
+    ]  # fmt: skip
+
+
+class _ChunkBatchReader:
+    """The `mapInArrow` function: reads the chunks of its partition one after another, each as
+    its rows, then its report.
+
+    Partition `i` of the batch uses replica server id `base + i`, so concurrent binlog replays
+    never evict each other.
+    """
+
+    def __init__(
+        self,
+        source: SourceConfig,
+        table: TableSchema,
+        server_id_base: int,
+        descriptors: list[tuple[int, str | None, str | None]],
+        lineage: int,
+    ) -> None:
+        self.source = source
+        self.table = table
+        self.server_id_base = server_id_base
+        self.descriptors = descriptors  # (chunk_id, start, end) by the index the task receives
+        self.lineage = lineage  # whose coordinates the watermarks are (`lineage`)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        server_id = self.server_id_base + (context.partitionId() if context else 0)
+        view = lake_view(self.source, self.table)
+        names = [*view.column_names, *BRONZE_COLUMNS.fieldNames(), REPORT]
+        project = projection(self.source, self.table)
+        with ChunkReader(self.source, self.table, server_id, lineage=self.lineage) as reader:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    chunk_id, start, end = self.descriptors[index]
+                    read = reader.read(chunk_id, ChunkRange(decode_key(start), decode_key(end)))
+                    landed = project.arrays(read.columns)
+                    rows = [*_rows_at_hw(read, landed), pa.nulls(read.rows, REPORT_TYPE)]
+                    yield pa.RecordBatch.from_arrays(rows, names=names)
+                    yield pa.RecordBatch.from_arrays(_report(read, rows), names=names)
+
+
+def _report(read: ChunkRead, rows: list[pa.Array]) -> list[pa.Array]:
+    """The chunk's report row: every column of `rows` null but the report."""
+    report = {
+        "chunk_id": read.chunk_id,
+        "lw_file": read.lw.file,
+        "lw_pos": read.lw.pos,
+        "hw_file": read.hw.file,
+        "hw_pos": read.hw.pos,
+        "rows": read.rows,
+        "hw_gtid": read.hw.gtid or None,
+    }
+    return [*(pa.nulls(1, column.type) for column in rows[:-1]), pa.array([report], REPORT_TYPE)]
+
+
+def _rows_at_hw(read: ChunkRead, landed: list[pa.Array]) -> list[pa.Array]:
+    """The chunk's data columns as they land plus `_chunk_id`, `_hw_file`, `_hw_pos`."""
+    n = read.rows
+    return [
+        *landed,
+        pa.repeat(pa.scalar(read.chunk_id, pa.int32()), n),
+        pa.repeat(pa.scalar(read.hw.file, pa.string()), n),
+        pa.repeat(pa.scalar(read.hw.pos, pa.int64()), n),
+    ]

@@ -1,0 +1,510 @@
+"""The silver streaming task: start offset, high-watermark filter, query, progress.
+
+Startup modes (`stream.startup_mode`): `initial` starts at min(HW) of the finished snapshot and
+filters by the chunks' high watermarks; `latest-offset`, `specific-offset` and `timestamp` capture
+without a snapshot and apply every change after their start offset. Once the query has a
+checkpoint under `_system/checkpoints/<job>`, Spark resumes from it and the start offset is unused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from binlake.config.settings import Config, SourceConfig
+from binlake.errors import (
+    BinlogPurgedError,
+    BinlogResetError,
+    SnapshotIncompleteError,
+    SourceError,
+    SourceReplacedError,
+    carried_by,
+)
+from binlake.lake.event_log import batches_committed, event
+from binlake.lake.files import LakeFiles, driver_files, join
+from binlake.lake.lease import HeldLease, stream_lease
+from binlake.lake.paths import checkpoint_path, ledger_path, schema_root, tables_path
+from binlake.lake.tables import create_schemas
+from binlake.model.offsets import BinlogOffset
+from binlake.model.schema import TableSchema
+from binlake.mysql.binlog import (
+    check_available,
+    first_offset_at_or_after,
+    lost_remedy,
+    offset_of_gtid,
+)
+from binlake.mysql.gtids import server_identity
+from binlake.mysql.lineage import current_lineage, locate, snapshot_reads
+from binlake.mysql.prerequisites import validate
+from binlake.mysql.retention import warn_if_purge_near
+from binlake.mysql.schema_history import SchemaEntry, StreamTables, entry_at
+from binlake.mysql.server import connection, head_offset, logs_column_names
+from binlake.runtime.spark import (
+    DETERMINISTIC_MERGE_SOURCES,
+    KEY_SETS_BY_REFERENCE,
+    session_settings,
+)
+from binlake.silver.merge import ensure_silver, require_silver
+from binlake.snapshot.ledger import ChunkState, Ledger, high_watermarks, snapshot_rows
+from binlake.snapshot.row_filters import check_row_filters
+from binlake.snapshot.table_rules import TableRules
+from binlake.snapshot.task import batch_ids, schema_history, with_resolved_password
+from binlake.stream.binlog_source import ChunkMarks, StreamSpec, binlog_source
+from binlake.stream.resnapshot import Resnapshots, restart_pending, start_anew
+from binlake.stream.sink import BatchSink, batch_end, join_ready_tables, side_by_side
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_offset(files: LakeFiles, config: Config) -> BinlogOffset | None:
+    """The end offset of the newest committed micro-batch in the query's checkpoint."""
+    root = checkpoint_path(config)
+    for batch in sorted(batch_ids(files, join(root, "commits")), reverse=True):
+        end = batch_end(files, root, batch)
+        if end is not None:
+            return end
+    return None
+
+
+def planned_offset(files: LakeFiles, config: Config) -> BinlogOffset | None:
+    """The end offset of a micro-batch planned and not committed (a run that failed or was
+    killed inside it), which Spark replays first on the next start; None if there is none."""
+    root = checkpoint_path(config)
+    committed = max(batch_ids(files, join(root, "commits")), default=-1)
+    planned = max(batch_ids(files, join(root, "offsets")), default=-1)
+    return batch_end(files, root, planned) if planned > committed else None
+
+
+@dataclass(frozen=True)
+class _Rebased:
+    """Where a resumed stream starts on the source as it is now (see `_rebased`)."""
+
+    start: BinlogOffset
+    rebase: tuple[tuple[BinlogOffset, BinlogOffset], ...] = ()
+    replayed: tuple[BinlogOffset, BinlogOffset] | None = None
+
+
+def _rebased(
+    files: LakeFiles,
+    config: Config,
+    source: SourceConfig,
+    resume: BinlogOffset,
+    tables: list[str],
+    chunks: list[ChunkState],
+) -> _Rebased:
+    """The stream's start on the source as it is now (`lineage.locate`), and the checkpoint's
+    offsets the reader must read elsewhere: after a replaced source, the committed end and the
+    end of a batch planned before the replacement (Spark replays it, and it must read the same
+    transactions, found by GTID, since part of it may be applied already). A new server must
+    also hold what the ledger's `chunks` read past `resume`."""
+    start = locate(
+        files, config, source, resume, tables, snapshot_reads(high_watermarks(chunks), resume)
+    )
+    if start == resume:
+        return _Rebased(start)
+    planned = planned_offset(files, config)
+    if planned is None:
+        return _Rebased(start, ((resume, start),))
+    found = locate(files, config, source, planned, tables)
+    if found.lineage != start.lineage:
+        raise BinlogResetError(
+            f"the stream planned a batch up to {planned} before the source was replaced, "
+            "and that position has no GTID position to find it by on the new server: "
+            f"{lost_remedy(tables, config.stream.job_name)}"
+        )
+    return _Rebased(start, ((resume, start), (planned, found)), (resume, planned))
+
+
+def _created_while_streaming(histories: dict[str, list[SchemaEntry]]) -> set[str]:
+    """The tables whose history starts at their CREATE, not at a snapshot's schema."""
+    return {t for t, entries in histories.items() if entries and entries[0].statement}
+
+
+def stream_spec(
+    config: Config,
+    source: SourceConfig,
+    start: BinlogOffset,
+    marks: dict[str, ChunkMarks],
+    name: str | None = None,
+) -> StreamSpec:
+    """The stream reader's spec for this config's job (its query name unless `name`)."""
+    return StreamSpec(
+        name=name or f"binlake_binlog_{config.stream.job_name}",
+        job=config.stream.job_name,
+        source=source,
+        server_id=config.stream_server_id,
+        split_keys=dict(config.snapshot.split_keys),
+        start=start,
+        history_root=schema_root(config),
+        tables_path=tables_path(config),
+        marks=marks,
+        max_bytes=config.stream.max_bytes_per_batch,
+        max_changes=config.stream.max_changes_per_batch,
+        read_ids=config.stream_read_ids,
+        bytes_per_read=config.stream.bytes_per_read_task,
+    )
+
+
+def resolved_start(
+    files: LakeFiles, config: Config, resolve: Callable[[], BinlogOffset]
+) -> BinlogOffset:
+    """The query's start offset, resolved once and kept beside the checkpoint.
+
+    Spark logs no offset for a run that found nothing to read, so without this a second
+    `latest-offset` (or `timestamp`) run would re-resolve "now" and skip what happened between.
+    """
+    saved = join(checkpoint_path(config), "binlake-start.json")
+    text = files.read_text(saved)
+    if text is not None:
+        return BinlogOffset.from_dict(json.loads(text))
+    start = resolve()
+    files.write_text(saved, json.dumps(start.to_dict()))
+    return start
+
+
+def chunk_marks(
+    tables: list[TableSchema],
+    chunks: list[ChunkState],
+    joined: Mapping[str, BinlogOffset | None],
+    created: Collection[str] = frozenset(),
+) -> dict[str, ChunkMarks]:
+    """The per-table watermarks of the finished snapshots silver was built from (`joined`: the
+    job's `StreamTables`); refuses an unfinished one. Tables `created` while streaming by a job
+    that recorded no offset for their CREATE have no snapshot: every row came through the
+    binlog."""
+    marks: dict[str, ChunkMarks] = {}
+    for table in tables:
+        own = [c for c in chunks if c.table == table.qualified]
+        if not own and table.qualified in created:
+            continue
+        if _built_from_binlog(joined.get(table.qualified), own):
+            continue
+        unfinished = [c for c in own if not c.finished]
+        if not own or unfinished:
+            raise SnapshotIncompleteError(
+                f"the snapshot of {table.qualified} is not finished "
+                f"({len(own) - len(unfinished)}/{len(own)} chunks): run `binlake snapshot` first"
+            )
+        marks[table.qualified] = ChunkMarks.of(
+            [c.range for c in own], [c.hw for c in own if c.hw is not None]
+        )
+    return marks
+
+
+def _built_from_binlog(since: BinlogOffset | None, own: list[ChunkState]) -> bool:
+    """Whether the job applies a table from the binlog since before its chunks were read: it
+    joined at its CREATE, and a snapshot read it later (the catch-up job snapshots every time)
+    or is reading it. Silver never took those chunks' rows, so their watermarks must filter
+    nothing; a table that joined from its snapshot joined at or after every chunk's HW."""
+    if since is None:
+        return False
+    return not own or any(c.hw is None or since < c.hw for c in own)
+
+
+def start_offset(
+    config: Config, source: SourceConfig, marks: dict[str, ChunkMarks], lineage: int
+) -> BinlogOffset:
+    """Where a new job starts (`stream.startup_mode`); a position the user names, or the
+    source's, is one of the lake's current `lineage`."""
+    mode = config.stream.startup_mode
+    if mode == "initial":
+        return min(BinlogOffset(f, p) for m in marks.values() for f, p in m.high_watermarks)
+    if mode == "specific-offset":
+        assert config.stream.startup_file is not None and config.stream.startup_pos is not None
+        return BinlogOffset(config.stream.startup_file, config.stream.startup_pos).on(lineage)
+    if mode == "timestamp":
+        assert config.stream.startup_timestamp is not None
+        return first_offset_at_or_after(
+            source, config.stream_server_id, config.stream.startup_timestamp
+        ).on(lineage)
+    if mode == "gtid":
+        assert config.stream.startup_gtid is not None
+        found = offset_of_gtid(source, config.stream_server_id, config.stream.startup_gtid)
+        if found is None:
+            raise SourceError(
+                f"the source at {source.host}:{source.port} does not hold GTID position "
+                f"{config.stream.startup_gtid} in its binlog (purged, or never written there: "
+                "SHOW BINARY LOGS and @@gtid_binlog_state show what it holds)"
+            )
+        return found.on(lineage)
+    return head_offset(source, lineage)
+
+
+@dataclass(frozen=True)
+class StreamSummary:
+    batches: int
+    changes: int
+    seconds: float
+
+
+def run_stream(spark: SparkSession, config: Config, available_now: bool = False) -> StreamSummary:
+    """Start (or resume) the streaming query; with `available_now`, catch up and return."""
+    lease = stream_lease(driver_files(spark), config)
+    with (
+        lease.held("binlake stream") as held,
+        session_settings(spark, DETERMINISTIC_MERGE_SOURCES),
+        session_settings(spark, KEY_SETS_BY_REFERENCE),  # apart: a compute may refuse them alone
+    ):
+        if available_now:
+            return _run_stream(spark, config, held, available_now=True)
+        if config.stream.trigger != "available_now":
+            try:
+                return _run_stream(spark, config, held, available_now=False)
+            except Exception as refused:
+                if config.stream.trigger == "processing_time" or not _trigger_refused(refused):
+                    raise
+                log.warning(
+                    "this compute runs no processing-time trigger (%s): the stream runs the "
+                    "catch-up every %s instead (stream.trigger: available_now)",
+                    str(refused).splitlines()[0], config.stream.trigger_interval,
+                )  # fmt: skip
+        return _repeat_available_now(spark, config, held)
+
+
+def _trigger_refused(error: Exception) -> bool:
+    """Whether starting a query failed because the compute runs no processing-time trigger
+    (Databricks serverless: only AvailableNow and Once)."""
+    text = str(error).lower()
+    return "trigger" in text and ("not supported" in text or "unsupported" in text)
+
+
+def _repeat_available_now(spark: SparkSession, config: Config, lease: HeldLease) -> StreamSummary:
+    """The continuous stream as a catch-up (`stream --available-now`) every `trigger_interval`,
+    until one fails or the process is stopped: each run is a query of its own over the same
+    checkpoint, so the guarantees are the catch-up's (a change lands once, a restart resumes);
+    a change waits up to one interval plus one run."""
+    while True:
+        began = time.monotonic()
+        _run_stream(spark, config, lease, available_now=True)
+        lease.check()
+        time.sleep(max(0.0, config.stream.trigger_seconds - (time.monotonic() - began)))
+
+
+def _recovers_purges(config: Config) -> bool:
+    """Whether a purged binlog starts the job anew: only a job built from a snapshot can."""
+    stream = config.stream
+    return stream.startup_mode == "initial" and stream.on_binlog_purged == "resnapshot"
+
+
+def _run_stream(
+    spark: SparkSession, config: Config, lease: HeldLease, available_now: bool
+) -> StreamSummary:
+    """Start the query and follow it. A query that lost its binlog position while running is
+    started once more: its start finds out whether the source purged that binlog (and then
+    starts the job anew, `stream.on_binlog_purged`) or not (and then stops)."""
+    try:
+        return _start_and_follow(spark, config, lease, available_now)
+    except BinlogResetError:
+        raise
+    except SourceReplacedError as replaced:
+        log.warning("stream %s: %s", config.stream.job_name, str(replaced))
+        return _start_and_follow(spark, config, lease, available_now)
+    except BinlogPurgedError as lost:
+        if not _recovers_purges(config):
+            raise
+        log.warning(
+            "stream %s: %s; checking the source's binlog", config.stream.job_name, str(lost)
+        )
+        return _start_and_follow(spark, config, lease, available_now)
+
+
+def _start_and_follow(
+    spark: SparkSession, config: Config, lease: HeldLease, available_now: bool, anew: bool = False
+) -> StreamSummary:
+    started = time.monotonic()
+    if restart_pending(spark, config):
+        start_anew(spark, config, None, [])
+    source = with_resolved_password(config.source)
+    with connection(source) as conn:
+        tables = validate(conn, config, config.stream_server_id)
+        server = server_identity(conn)
+        if not logs_column_names(conn):
+            log.warning(
+                "the source has binlog_row_metadata other than FULL: row images carry no column "
+                "names, so after a rename that keeps the column types the stream cannot tell "
+                "the columns apart (set binlog_row_metadata=FULL, MariaDB 10.5+ / MySQL 8.0+)"
+            )
+    check_row_filters(spark, config, tables)
+    initial = config.stream.startup_mode == "initial"
+    files = driver_files(spark)
+    create_schemas(spark, config, {t.database for t in tables})
+    registry = StreamTables(tables_path(config), files)
+    resume = checkpoint_offset(files, config)
+    # The job's first start applies every configured table; silver that exists already (a job
+    # started anew after a purged binlog, over re-snapshotted bronze) is replaced from bronze.
+    # The table list is recorded only once silver is replaced: a first start that fails before
+    # (a snapshot not finished, a crash) is a first start again.
+    first_start = resume is None and not registry.exists()
+    joined = dict.fromkeys(t.qualified for t in tables) if first_start else registry.read()
+    applied = [t for t in tables if t.qualified in joined]
+    filters = TableRules(config, files)
+    if first_start and not initial:  # no snapshot: silver holds what the stream filters
+        filters.record(applied)
+    filters.require_unchanged(applied)
+    chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
+    history = schema_history(spark, config)
+    # Read once, 8 tables at once; nothing in this start-up records DDL before `prepare` uses it.
+    histories = history.entries_of(t.qualified for t in applied)
+    created = _created_while_streaming(histories)
+    marks = chunk_marks(applied, chunks, joined, created) if initial else {}
+    if resume is None:
+        lineage = current_lineage(files, config).number
+        resolved = resolved_start(
+            files, config, lambda: start_offset(config, source, marks, lineage)
+        )
+        reads = snapshot_reads(high_watermarks(chunks), resolved)
+        rebased = _Rebased(locate(files, config, source, resolved, sorted(joined), reads))
+    else:
+        rebased = _rebased(files, config, source, resume, sorted(joined), chunks)
+    start = rebased.start
+    try:
+        check_available(source, start, sorted(joined), config.stream.job_name)
+    except BinlogResetError:
+        raise
+    except BinlogPurgedError:
+        if anew or not _recovers_purges(config):
+            raise
+        start_anew(spark, config, start, sorted(joined))
+        return _start_and_follow(spark, config, lease, available_now, anew=True)
+    warn_if_purge_near(config, source, start)
+    by_name = {t.qualified: t for t in tables}
+
+    def prepare(name: str) -> None:
+        table = by_name[name]
+        if not first_start:
+            require_silver(spark, config, table)
+        # Silver from bronze starts in bronze's schema, the one in force at the stream's start,
+        # not the server's of now: DDL since then is the stream's to apply, in order.
+        entry = entry_at(histories[name], start) if initial else None
+        ensure_silver(
+            spark, config, entry.schema if entry and entry.schema else table,
+            from_bronze=initial, replace=first_start and initial,
+            bronze_rows=snapshot_rows(chunks, name),
+        )  # fmt: skip
+        if not histories[name]:  # a lake from before the schema history
+            history.reset(name, SchemaEntry(start, table))
+
+    side_by_side(prepare, [t.qualified for t in applied], config)
+    if first_start:
+        registry.update(lambda recorded: {**joined, **recorded})
+    spec = replace(
+        stream_spec(config, source, start, marks),
+        server=server, rebase=rebased.rebase, replayed=rebased.replayed,
+    )  # fmt: skip
+    sink = BatchSink(config, spec, tables, checkpoint_path(config), files)
+    if initial:
+        join_ready_tables(spark, config, spec, by_name, start, sink.ends)
+    log.info(
+        "stream %s: starting at %s (%s)",
+        config.stream.job_name, start, "resume" if resume else config.stream.startup_mode,
+        extra=event("stream_start", sorted(joined), start),
+    )  # fmt: skip
+    resnapshots = Resnapshots(spark, config, list(by_name))
+    # Spark 4.0/4.1 run a Python source's AvailableNow as one batch (of at most
+    # stream.max_bytes_per_batch, or the batch a crash left planned): the catch-up starts the
+    # query again, from where it ended, until it reaches the head it began at. (Which Spark the
+    # source runs on is the server's: a Spark Connect client may be newer.)
+    target = head_offset(source, start.lineage) if available_now else None
+    batches = changes = 0
+    while True:
+        spark.dataSource.register(binlog_source(spec))
+        query = _query(spark, config, spec, sink, available_now).start()
+        try:
+            ran = _follow(query, config, lease, resnapshots)
+        except StreamingQueryException as failure:
+            raise sink.failure or carried_by(failure) or failure from None
+        batches, changes = batches + ran[0], changes + ran[1]
+        reached = spec.on_source(checkpoint_offset(files, config) or spec.start)
+        if target is None or reached >= target or reached <= spec.start:
+            break
+        spec = replace(spec, start=reached)
+    if available_now:
+        batches_committed(config.stream.job_name)  # the queries ended by themselves
+        resnapshots.finish(spec, by_name, spec.on_source(checkpoint_offset(files, config) or start))
+    return StreamSummary(batches, changes, time.monotonic() - started)
+
+
+def _query(
+    spark: SparkSession, config: Config, spec: StreamSpec, sink: BatchSink, available_now: bool
+) -> DataStreamWriter:
+    """The stream query of `spec`'s registered source into `sink`, not started yet."""
+    writer = (
+        spark.readStream.format(spec.name)
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", checkpoint_path(config))
+        .queryName(config.stream.job_name)
+    )
+    if available_now:
+        return writer.trigger(availableNow=True)
+    # Spark parses "N milliseconds", not the config's "5s" shorthand.
+    interval = round(config.stream.trigger_seconds * 1000)
+    return writer.trigger(processingTime=f"{interval} milliseconds")
+
+
+def _follow(
+    query: StreamingQuery, config: Config, lease: HeldLease, resnapshots: Resnapshots
+) -> tuple[int, int]:
+    """Wait for the query, logging each batch's progress and snapshotting again the tables it
+    sent back; (batches, changes) when it ends. A lease taken over by another process, or a
+    failed snapshot, stops the query."""
+    totals = [0, 0]
+    seen: set[int] = set()
+    while query.isActive:
+        query.awaitTermination(min(max(int(config.stream.trigger_seconds), 1), 10))
+        _log_progress(query, seen, totals)
+        try:
+            lease.check()
+            resnapshots.poll()
+        except Exception:
+            query.stop()
+            raise
+    _log_progress(query, seen, totals)
+    failure = query.exception()
+    if failure is not None:
+        raise failure
+    return totals[0], totals[1]
+
+
+def _input_rows(progress: dict[str, Any]) -> int:
+    """A batch's input rows: a Spark Connect client's progress may leave out the query's total,
+    never the sources' own."""
+    total = progress.get("numInputRows")
+    if total is None:
+        total = sum(source.get("numInputRows") or 0 for source in progress["sources"])
+    return int(total)
+
+
+def _rate(progress: dict[str, Any], rows: int) -> float:
+    """A batch's changes per second of its own run time: a Spark Connect client's progress may
+    leave out `processedRowsPerSecond` (or give 0), never `durationMs`."""
+    rate = progress.get("processedRowsPerSecond")
+    if rate:
+        return float(rate)
+    millis = (progress.get("durationMs") or {}).get("triggerExecution") or 0
+    return rows * 1000.0 / millis if millis else 0.0
+
+
+def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> None:
+    """Log each batch not seen yet; add it to `totals` ([batches, changes])."""
+    for progress in query.recentProgress:
+        if progress["batchId"] in seen:
+            continue
+        seen.add(progress["batchId"])
+        rows = _input_rows(progress)
+        if rows:
+            totals[0] += 1
+            totals[1] += rows
+            log.info(
+                "stream batch %d: %d changes, %.0f changes/s, source at %s, binlog head at %s",
+                progress["batchId"], rows, _rate(progress, rows),
+                progress["sources"][0].get("endOffset"), progress["sources"][0].get("latestOffset"),
+            )  # fmt: skip

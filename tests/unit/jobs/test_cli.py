@@ -1,0 +1,128 @@
+"""The `binlake` command line: its help, version and options, and bad input refused before any
+Spark or database work."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from dataclasses import replace
+
+import pytest
+
+from binlake.errors import ConfigError
+from binlake.jobs.cli import build_parser, main
+from binlake.model.schema import Column, TableSchema
+from binlake.snapshot.task import chosen_tables
+
+
+def _table(name: str) -> TableSchema:
+    return TableSchema("db", name, (Column("id", "int", "int", False),), ("id",), "id")
+
+
+def test_reset_without_tables_is_refused_before_anything_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["snapshot", "--set", "source.database=db", "--reset"]) == 2
+    assert "--reset needs --tables" in capsys.readouterr().err
+
+
+def test_tables_accept_repeats_and_comma_lists() -> None:
+    args = build_parser().parse_args(["snapshot", "--tables", "a,b", "--tables", " c "])
+    assert args.tables == ["a", "b", "c"]
+
+
+def test_tables_that_are_not_captured_are_named() -> None:
+    tables = [_table("orders"), _table("items")]
+    assert [t.name for t in chosen_tables(tables, ["items"])] == ["items"]
+    assert chosen_tables(tables, None) == tables
+    with pytest.raises(ConfigError, match=r"--tables names ordres.*captured: db.items, db.orders"):
+        chosen_tables(tables, ["ordres"])
+
+
+def test_tables_of_several_databases_are_named_as_db_table() -> None:
+    tables = [_table("orders"), replace(_table("orders"), database="eu"), _table("items")]
+    assert chosen_tables(tables, ["eu.orders", "items"]) == [tables[1], tables[2]]
+    assert chosen_tables(tables, ["db.orders"]) == [tables[0]]
+    with pytest.raises(ConfigError, match=r"--tables names orders, a table of several databases"):
+        chosen_tables(tables, ["orders"])
+
+
+COMMANDS = ["snapshot", "stream", "run", "status", "verify", "bundle"]
+BUNDLE_ACTIONS = ["validate", "run-local", "deploy"]
+
+
+def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([*argv, "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_top_level_help_lists_every_command_with_a_summary(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = _help(capsys)
+    for command in COMMANDS:
+        assert re.search(rf"^\s+{command}\s+\S", text, re.MULTILINE), command
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_a_description_of_its_own(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    text = _help(capsys, command)
+    description = text.split("\n\n")[1]
+    assert not description.startswith(("positional", "options")), text
+    assert len(description.split()) >= 8
+
+
+def test_bundle_help_lists_its_actions(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _help(capsys, "bundle")
+    for action in BUNDLE_ACTIONS:
+        assert re.search(rf"^\s+{action}\s+\S", text, re.MULTILINE), action
+
+
+@pytest.mark.parametrize("action", BUNDLE_ACTIONS)
+def test_every_bundle_action_has_help(capsys: pytest.CaptureFixture[str], action: str) -> None:
+    assert "--target" in _help(capsys, "bundle", action)
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"binlake {importlib.metadata.version('binlake')}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbose"),
+    [
+        (["status"], False),
+        (["-v", "status"], True),
+        (["status", "-v"], True),
+        (["status", "--config", "x.yml", "--verbose"], True),
+        (["-v", "status", "--config", "x.yml"], True),
+        (["bundle", "validate", "-v"], True),
+        (["bundle", "-v", "validate"], True),
+        (["-v", "bundle", "validate"], True),
+        (["bundle", "validate"], False),
+    ],
+)
+def test_verbose_is_accepted_anywhere(argv: list[str], verbose: bool) -> None:
+    assert build_parser().parse_args(argv).verbose is verbose
+
+
+def test_commands_do_not_import_the_databricks_sdk_to_parse_arguments() -> None:
+    """A bad config answers in well under 2 s: parsing must not pull in the SDK (or Spark)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from binlake.jobs.cli import build_parser; "
+        "build_parser().parse_args(['status']); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('databricks', 'pyspark')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "[]"

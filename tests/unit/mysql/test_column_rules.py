@@ -1,0 +1,91 @@
+"""Column rules' pure logic: the lake's view of a table and the projection of its rows, on both
+paths (a row tuple from the binlog, Arrow columns from a chunk), and the refusals."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from binlake.config.settings import SourceConfig, parse_config
+from binlake.errors import ConfigError
+from binlake.model.schema import Column, TableSchema
+from binlake.mysql.column_rules import check_column_rules, lake_view, projection
+
+PEOPLE = TableSchema(
+    "shop",
+    "people",
+    (
+        Column("id", "int", "int(11)", False),
+        Column("email", "varchar", "varchar(80)", False, charset="utf8mb4"),
+        Column("phone", "varchar", "varchar(30)", True, charset="utf8mb4"),
+        Column("notes", "text", "text", True, charset="utf8mb4"),
+        Column("born", "date", "date", True),
+    ),
+    ("id", "email"),
+    "id",
+)
+
+
+def _source(rules: dict[str, Any], salt: str = "pepper") -> SourceConfig:
+    """The source config as a job's tasks get it: the salt resolved on the driver."""
+    raw = {"source": {"database": "shop", "column_rules": rules, "hash_salt_env": "SALT_T"}}
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SALT_T", salt)
+        return parse_config(raw).source.with_hash_salt()
+
+
+RULES = {"peo.*": {"exclude": ["Notes"], "hash": ["email"], "mask": ["phone"]}}
+
+
+def test_the_lake_sees_ruled_columns_as_text_and_excluded_ones_not_at_all() -> None:
+    view = lake_view(_source(RULES), PEOPLE)
+    assert view.column_names == ("id", "email", "phone", "born")
+    assert [c.data_type for c in view.columns] == ["int", "char", "varchar", "date"]
+    assert view.key == PEOPLE.key and view.split_column == "id"
+    assert lake_view(_source(RULES), view) == view  # a view of a view is itself
+    assert lake_view(_source({}), PEOPLE) is PEOPLE
+
+
+def test_a_row_and_a_chunk_land_alike() -> None:
+    source = _source(RULES)
+    project = projection(source, PEOPLE)
+    row = (1, "a@x.org", None, "secret", None)
+    digest = hashlib.sha256(b"pepper\0a@x.org").hexdigest()
+    assert project.row(row) == (1, digest, None, None)
+    assert project.row((2, "b@x.org", "+33", None, None))[2] == "****"
+    assert project.row(None) is None
+    columns = [pa.array([1, 2]), pa.array(["a@x.org", "b@x.org"]), pa.array([None, "+1"]),
+               pa.array(["s", None]), pa.array([None, None], pa.date32())]  # fmt: skip
+    landed = project.arrays(columns)
+    assert [a.to_pylist() for a in landed][:3] == [
+        [1, 2], [digest, hashlib.sha256(b"pepper\0b@x.org").hexdigest()], [None, "****"],
+    ]  # fmt: skip
+    assert not project.identity and projection(_source({}), PEOPLE).identity
+    # Only the last column left out: still a projection.
+    last = projection(_source({"people": {"exclude": ["born"]}}), PEOPLE)
+    assert not last.identity and last.row((1, "a", None, None, None)) == (1, "a", None, None)
+
+
+def test_another_salt_hashes_another_way() -> None:
+    row = (1, "a@x.org", None, None, None)
+    one = projection(_source(RULES, "a"), PEOPLE).row(row)
+    two = projection(_source(RULES, "b"), PEOPLE).row(row)
+    assert one is not None and two is not None and one[1] != two[1]
+
+
+@pytest.mark.parametrize(
+    ("rules", "refusal"),
+    [
+        ({"people": {"hash": ["born"]}}, r"would hash 'born', a date column: hash takes text"),
+        ({"people": {"mask": ["id"]}}, r"rules 'id', the column its snapshot splits by"),
+        ({"people": {"exclude": ["email"]}}, r"excludes 'email', part of its row key"),
+        ({"people": {"mask": ["born"]}}, r"would mask 'born', a date column: mask takes text"),
+        ({"people": {"hash": ["mail"]}}, r"names column 'mail', .*did you mean 'email'"),
+    ],
+)
+def test_a_rule_that_cannot_hold_is_refused(rules: dict[str, Any], refusal: str) -> None:
+    with pytest.raises(ConfigError, match=refusal):
+        check_column_rules(_source(rules), [PEOPLE])
