@@ -18,7 +18,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench.run import env_int, say
+from bench.common import env_int, say
 
 
 def history_reads() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """`insert_merges.*` (`BENCH_ONLY=insert_merges`): a stream's batches of inserts alone (an
 append-mostly table: orders, events, logs) applied to silver by binlake's own apply
-(`silver.TableApply`: summary, MERGE, changelog append), with the MERGE's matched clauses
+(`silver.merge.TableApply`: summary, MERGE, changelog append), with the MERGE's matched clauses
 (`before`: the clauses every batch had, which such a batch can never fire) against the
 insert-only MERGE the apply now chooses for it (`now`), alternated in one process on the same
 silver.
@@ -12,8 +12,8 @@ silver holds (an auto-increment key), then into gaps spread over its keys (rando
 MERGE's key range overlaps silver's files; the gaps are made first by one batch deleting them).
 A warm-up of each kind, then `BENCH_SMALL_MERGE_ROUNDS` rounds of
 `BENCH_SMALL_MERGE_BATCHES` batches of both kinds, the order reversed every round. Both run with
-the sink's settings for each batch (`sink.settings_for`), a batch of at most
-`sink.SMALL_BATCH_RECORDS` summarised from its records as the sink does. Per kind and batch
+the sink's settings for each batch (`batch_settings.settings_for`), a batch of at most
+`batch_summary.SMALL_BATCH_RECORDS` summarised from its records as the sink does. Per kind and batch
 size: the median seconds per batch; `speedup` is before / now. Afterwards silver must hold every
 inserted key once.
 """
@@ -24,27 +24,26 @@ import os
 import time
 from typing import Any
 
-from bench.run import alternated, env_int, medians, say
-from bench.small_merges import customer_silver
+from bench.common import alternated, current_offset, customer_silver, env_int, medians, say
 
 
 def insert_merges(bench: Any, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from bench.run import current_offset
     from binlake.runtime.spark import (
         DETERMINISTIC_MERGE_SOURCES,
         KEY_SETS_BY_REFERENCE,
         session_settings,
     )
     from binlake.silver.merge import ChangelogEnds, TableApply, data_columns, silver_table
-    from binlake.stream.sink import SMALL_BATCH_RECORDS, SilverSizes, settings_for
+    from binlake.stream.batch_settings import SilverSizes, settings_for
+    from binlake.stream.batch_summary import SMALL_BATCH_RECORDS
 
     class MatchedClauses(TableApply):
         """binlake's apply with the MERGE every batch had before: its matched clauses kept."""
 
-        def _merge_from(self, silver, collapsed, summary, names, s):  # type: ignore[no-untyped-def]
-            super()._merge_from(silver, collapsed, {**summary, "inserts_only": False}, names, s)
+        def merge_from(self, silver, collapsed, summary, names, s):  # type: ignore[no-untyped-def]
+            super().merge_from(silver, collapsed, {**summary, "inserts_only": False}, names, s)
 
     config, table = customer_silver(bench, spark, monitor, "insert-merges")
     silver = silver_table(config, table)
@@ -159,7 +158,7 @@ def insert_merges_markdown(results: dict[str, Any]) -> str:
         f"# binlake benchmark {results['date']}: batches of inserts alone",
         "",
         f"Batches of new keys inserted into a {figures['rows']:,}-row silver by "
-        "`silver.TableApply` with the sink's settings, past its keys (`end`) or into gaps "
+        "`silver.merge.TableApply` with the sink's settings, past its keys (`end`) or into gaps "
         "spread over them (`spread`); median of "
         f"{figures['rounds']} alternated rounds of {figures['batches_per_round']} batches per "
         "kind, after a warm-up of each (bench/insert_merges.py).",

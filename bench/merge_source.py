@@ -3,7 +3,7 @@ MERGE source as binlake builds it against the way it was built before, alternate
 on the same data.
 
 `now`: Delta's copy of the MERGE source off (`binlake.runtime.spark.DETERMINISTIC_MERGE_SOURCES`), a
-table's large batch spread over tasks (`merge.CHANGES_PER_TASK`), no collapse when each key
+table's large batch spread over tasks (`spread.CHANGES_PER_TASK`), no collapse when each key
 changed once (the summary's `unique_keys`), a large batch read by several tasks
 (`stream_task.read_tasks`). `before`: the copy on, one task, always collapsed, one read; made by
 patching those four for the run (like `bench.phases`, no change to `src/`).
@@ -18,7 +18,7 @@ the lake as it was before it (the same binlog range, the same silver files): a w
 JVM's warm-up and the machine's drift hit both alike. Figures are medians of the rounds: the
 catch-up's wall time and Delta's metrics of silver's MERGE; `speedup` is before / now. The
 burst changes each key once (`now` merges it uncollapsed); a batch repeating keys is collapsed
-and cached (`merge._last_per_key`) before an uncopied MERGE.
+and cached (by `TableApply.merge_silver`) before an uncopied MERGE.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from typing import Any
 
-from bench.run import Bench, alternated, create_silver, env_int, medians, say
+from bench.common import Bench, alternated, create_silver, env_int, medians, say
 
 METRICS = ("executionTimeMs", "materializeSourceTimeMs", "scanTimeMs", "rewriteTimeMs")
 
@@ -43,7 +43,7 @@ def built_as_before() -> Iterator[None]:
     alone."""
     from pyspark.sql import Row
 
-    from binlake.silver import merge
+    from binlake.silver import merge, spread
     from binlake.stream import task as stream_task
 
     if os.environ.get("BENCH_MERGE_SOURCE_BEFORE") == "reads":
@@ -54,40 +54,40 @@ def built_as_before() -> Iterator[None]:
         with spread_past_the_limit():
             yield
         return
-    summary = merge.TableApply._summary
+    summary = merge.TableApply.summarise
 
     def always_collapsed(self: Any, typed: Any) -> Any:
         return Row(**{**summary(self, typed).asDict(), "unique_keys": False})
 
-    saved = stream_task.DETERMINISTIC_MERGE_SOURCES, merge.CHANGES_PER_TASK
-    stream_task.DETERMINISTIC_MERGE_SOURCES, merge.CHANGES_PER_TASK = {}, 10**12
-    merge.TableApply._summary = always_collapsed  # type: ignore[method-assign]
+    saved = stream_task.DETERMINISTIC_MERGE_SOURCES, spread.CHANGES_PER_TASK
+    stream_task.DETERMINISTIC_MERGE_SOURCES, spread.CHANGES_PER_TASK = {}, 10**12
+    merge.TableApply.summarise = always_collapsed  # type: ignore[method-assign]
     try:
         with read_whole():
             yield
     finally:
-        stream_task.DETERMINISTIC_MERGE_SOURCES, merge.CHANGES_PER_TASK = saved
-        merge.TableApply._summary = summary  # type: ignore[method-assign]
+        stream_task.DETERMINISTIC_MERGE_SOURCES, spread.CHANGES_PER_TASK = saved
+        merge.TableApply.summarise = summary  # type: ignore[method-assign]
 
 
 @contextmanager
 def spread_past_the_limit() -> Iterator[None]:
     """A table's changes shuffled over tasks wherever one read holds more than
-    `merge.CHANGES_PER_TASK`, as before `merge.Spread` asked the shuffle to halve it."""
-    from binlake.silver import merge
+    `spread.CHANGES_PER_TASK`, as before `spread.Spread` asked the shuffle to halve it."""
+    from binlake.silver import spread
 
-    rule = merge.Spread.tasks
+    rule = spread.Spread.tasks
 
     def past_the_limit(self: Any) -> int | None:
-        if self.most_in_a_read <= merge.CHANGES_PER_TASK:
+        if self.most_in_a_read <= spread.CHANGES_PER_TASK:
             return None
-        return -(-self.changes // merge.CHANGES_PER_TASK)
+        return -(-self.changes // spread.CHANGES_PER_TASK)
 
-    merge.Spread.tasks = property(past_the_limit)  # type: ignore[method-assign,assignment]
+    spread.Spread.tasks = property(past_the_limit)  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
-        merge.Spread.tasks = rule  # type: ignore[method-assign]
+        spread.Spread.tasks = rule  # type: ignore[method-assign]
 
 
 @contextmanager

@@ -4,10 +4,10 @@ streaming query's per-trigger durations (`QueryProgress`, a `StreamingQueryListe
 
 `PhaseTimer` wraps functions and methods of binlake's modules in this process for the duration of
 a `with` block and restores them after: no change to binlake's code, but it names binlake's
-internals (some private), so a renamed function shows up as `"missing": true` in the result
-instead of failing the benchmark. Only the driver is seen (Spark tasks run in other processes);
-functions that run in threads (the stream's per-table apply) add up over threads, so their sum
-can exceed the wall time.
+internals (`"module:qualname"`), so a renamed function shows up as `"missing": true` in the
+result instead of failing the benchmark. Only the driver is seen (Spark tasks run in other
+processes); functions that run in threads (the stream's per-table apply) add up over threads, so
+their sum can exceed the wall time.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from typing import Any
 #: (or commit batch), so their sums add up over threads.
 SNAPSHOT_PHASES = {
     "validate": "binlake.snapshot.task:validate",
-    "plan": "binlake.snapshot.task:_plan",
+    "plan": "binlake.snapshot.task:plan_chunks",
     "plan.ledger_read": "binlake.snapshot.ledger:Ledger.chunks",
     "plan.source_queries": "binlake.snapshot.task:plan_table",
     "schema_history": "binlake.mysql.schema_history:SchemaHistory.reset_all",
     "scheduler": "binlake.snapshot.task:ChunkScheduler.run",
-    "scheduler.table": "binlake.snapshot.task:ChunkScheduler._table",
-    "scheduler.table.read_commit": "binlake.snapshot.task:_read_and_commit",
+    "scheduler.table": "binlake.snapshot.task:ChunkScheduler.copy_table",
+    "scheduler.table.read_commit": "binlake.snapshot.task:read_and_commit",
     "scheduler.ledger_mark_finished": "binlake.snapshot.ledger:Ledger.mark_finished",
 }
 SNAPSHOT_TOP = ("validate", "plan", "schema_history", "scheduler")
@@ -48,16 +48,16 @@ STREAM_PHASES = {
     "startup.join_ready_tables": "binlake.stream.task:join_ready_tables",
     "ledger_read": "binlake.snapshot.ledger:Ledger.chunks",
     "schema_history_entries": "binlake.mysql.schema_history:SchemaHistory.entries",
-    "batch": "binlake.stream.sink:BatchSink._apply",
+    "batch": "binlake.stream.sink:BatchSink.apply_batch",
     "batch.summary": "binlake.stream.sink:batch_summary",
-    "batch.settings_choice": "binlake.stream.sink:silver_sizes",
-    "batch.lag": "binlake.stream.sink:BatchSink._lag",
+    "batch.settings_choice": "binlake.stream.batch_settings:silver_sizes",
+    "batch.lag": "binlake.stream.sink:BatchSink.batch_lag",
     "batch.join_ready_tables": "binlake.stream.sink:join_ready_tables",
     "batch.table": "binlake.stream.sink:apply_table_changes",
-    "batch.table.silver_schema": "binlake.stream.sink:data_columns",
-    "batch.table.summary": "binlake.silver.merge:TableApply._summary",
-    "batch.table.changelog_append": "binlake.silver.merge:TableApply._append_changelog",
-    "batch.table.merge": "binlake.silver.merge:TableApply._merge",
+    "batch.table.silver_schema": "binlake.stream.table_changes:data_columns",
+    "batch.table.summary": "binlake.silver.merge:TableApply.summarise",
+    "batch.table.changelog_append": "binlake.silver.merge:TableApply.append_changelog",
+    "batch.table.merge": "binlake.silver.merge:TableApply.merge_silver",
 }
 
 

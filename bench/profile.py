@@ -1,8 +1,8 @@
 """Python-side profiles of binlake's two hot paths, run in-process on the benchmark's data:
 the snapshot chunk reader (`read_chunk` + Arrow building) and the stream reader's `read`
-(binlog decode + high-watermark filter). pyinstrument gives wall-clock self/inclusive time per
-function; cProfile gives exact call counts (its overhead inflates small functions, so read its
-times as relative)."""
+(binlog decode + high-watermark filter), both by `profiles`. pyinstrument gives wall-clock
+self/inclusive time per function; cProfile gives exact call counts (its overhead inflates small
+functions, so read its times as relative)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pyinstrument import Profiler
+
+from bench.common import SERVER_IDS, Bench, cursor, env_int, say
 
 
 def _aggregate(root: Any) -> tuple[dict[str, float], dict[str, float]]:
@@ -104,19 +106,19 @@ def session_text(profiler: Profiler) -> str:
 
 def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: int, server_id: int):
     """Read `chunks` consecutive chunks through the snapshot task's own `mapInArrow` function
-    (`binlake.snapshot.task._ChunkBatchReader`: read_chunk + Arrow batches), outside Spark. Returns
+    (`binlake.snapshot.task.ChunkBatchReader`: read_chunk + Arrow batches), outside Spark. Returns
     the rows read (each chunk's report row left out)."""
     import pyarrow as pa
 
     from binlake.snapshot.chunks import encode_key
-    from binlake.snapshot.task import REPORT, _ChunkBatchReader
+    from binlake.snapshot.task import REPORT, ChunkBatchReader
 
     def work() -> int:
         descriptors = [
             (i, encode_key(low + i * chunk_size), encode_key(low + (i + 1) * chunk_size))
             for i in range(chunks)
         ]
-        reader = _ChunkBatchReader(source, table, server_id, descriptors, lineage=0)
+        reader = ChunkBatchReader(source, table, server_id, descriptors, lineage=0)
         indexes = pa.RecordBatch.from_pydict({"id": pa.array(range(chunks), pa.int64())})
         rows = 0
         for batch in reader(iter([indexes])):
@@ -144,3 +146,43 @@ def stream_work(spec: Any, start: Any, end: Any, limit: int):
             batches.close()  # type: ignore[attr-defined]  # closes the binlog connection now
 
     return work
+
+
+def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
+    """The profile text of both hot paths, and their summaries (`snapshot`, `stream`)."""
+    from binlake.lake.paths import ledger_path
+    from binlake.mysql.connection import connection
+    from binlake.mysql.prerequisites import validate
+    from binlake.snapshot.ledger import Ledger
+    from binlake.snapshot.task import with_resolved_password
+    from binlake.stream.task import chunk_marks, stream_spec
+
+    assert bench.kept_root is not None
+    config = bench.config(bench.kept_root, 2)
+    source = with_resolved_password(config.source)
+    with connection(source) as conn:
+        tables = validate(conn, config)
+    table = tables[0]
+    with cursor(bench) as cur:
+        cur.execute("SELECT MIN(c_customer_sk) FROM customer")
+        (low,) = cur.fetchone()
+    chunks = env_int("BENCH_PROFILE_CHUNKS", 8)
+    say(f"profile: binlake chunk reader, {chunks} chunks of {bench.chunk_size} rows, in-process")
+    text1, sum1 = profile(
+        "snapshot: binlake.snapshot.task.ChunkBatchReader (chunk reads + Arrow batches, as a task "
+        "runs it)",
+        snapshot_work(source, table, low, bench.chunk_size, chunks, SERVER_IDS[0] + 50),
+        "rows",
+    )
+    marks = chunk_marks(tables, Ledger(spark, ledger_path(config)).chunks(), {})
+    start, end = offsets
+    spec = stream_spec(config, source, start, marks, name="bench_profile")
+    limit = env_int("BENCH_PROFILE_CHANGES", 60_000)
+    say(f"profile: stream reader's read over the burst's binlog, first {limit:,} changes")
+    text2, sum2 = profile(
+        "stream catch-up: binlake.stream.binlog_source.BinlogStreamReader.read"
+        " (decode + HW filter)",
+        stream_work(spec, start, end, limit),
+        "changes",
+    )
+    return text1 + "\n\n" + text2 + "\n", {"snapshot": sum1, "stream": sum2}

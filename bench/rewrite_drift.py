@@ -1,9 +1,10 @@
 """`rewrite_drift.*` (`BENCH_ONLY=rewrite_drift`): what a long run of small batches does to
 silver's layout and to the cost of each batch. Each batch updates `BENCH_DRIFT_KEYS` (3) keys
 spread at random over the table (new keys every batch), applied by binlake's own apply
-(`silver.TableApply`) with the settings the sink chooses for it (`sink.settings_for`: a few
-keys into a large silver rewrite the files they touch). `before` writes the MERGE's output as
-Delta does by default, one file per task (the sink's `silver.silver_file_settings` undone);
+(`silver.merge.TableApply`) with the settings the sink chooses for it
+(`batch_settings.settings_for`: a few keys into a large silver rewrite the files they touch).
+`before` writes the MERGE's output as Delta does by default, one file per task (the sink's
+`file_sizes.silver_file_settings` undone);
 `now` as the sink writes it, at most `SILVER_FILE_ROWS` rows per file. Both apply the same
 batches to two copies of the same silver (`bench.customer` snapshotted, its silver created
 once), alternated batch by batch so the machine's drift hits both alike.
@@ -23,26 +24,25 @@ import statistics
 import time
 from typing import Any
 
-from bench.run import Bench, current_offset, env_int, say
+from bench.common import Bench, current_offset, customer_silver, env_int, say, update_records
 
 
 def rewrite_drift(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from bench.small_merges import customer_silver, update_records
     from binlake.runtime.spark import (
         DETERMINISTIC_MERGE_SOURCES,
         KEY_SETS_BY_REFERENCE,
         session_settings,
     )
+    from binlake.silver.file_sizes import silver_file_settings
     from binlake.silver.merge import (
         ChangelogEnds,
         TableApply,
         data_columns,
-        silver_file_settings,
         silver_table,
     )
-    from binlake.stream.sink import SilverSizes, settings_for
+    from binlake.stream.batch_settings import SilverSizes, settings_for
 
     config, table = customer_silver(bench, spark, monitor, "rewrite-drift")
     assert bench.kept_root is not None
@@ -93,24 +93,26 @@ def rewrite_drift(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
                     f"{kind} {r[-1]['s']:.2f} s, {r[-1]['rows_copied']:,} rows copied"
                     for kind, r in runs.items()
                 ))  # fmt: skip
-    tenth = max(batches // 10, 1)
     return {
         "rows": bench.rows,
         "batches": batches,
         "keys_per_batch": per_batch,
-        "tenths": {
-            kind: [
-                {
-                    field: round(statistics.median(r[field] for r in done[i : i + tenth]), 3)
-                    for field in ("s", "rows_copied")
-                }
-                for i in range(0, batches - tenth + 1, tenth)
-            ]
-            for kind, done in runs.items()
-        },
+        "tenths": {kind: _tenths(done, batches) for kind, done in runs.items()},
         "layout": {kind: _layout(spark, s, key) for kind, s in silvers.items()},
         "samples": runs,
     }
+
+
+def _tenths(done: list[dict[str, float]], batches: int) -> list[dict[str, float]]:
+    """Per tenth of the run's batches, the median of each figure of its batches."""
+    tenth = max(batches // 10, 1)
+    return [
+        {
+            field: round(statistics.median(r[field] for r in done[i : i + tenth]), 3)
+            for field in ("s", "rows_copied")
+        }
+        for i in range(0, batches - tenth + 1, tenth)
+    ]
 
 
 def _layout(spark: Any, silver: Any, key: str) -> dict[str, float]:

@@ -2,8 +2,9 @@
 changed keys, new keys every batch) applied to silver with the session's settings (`before`:
 compiled code and deletion vectors, Spark's and Delta's defaults;
 `BENCH_SMALL_MERGE_BEFORE=interpreted` for interpreted queries) against the settings the sink
-chooses for that batch (`now`, `sink.settings_for`: interpreted queries where the silver is
-small, MERGEs that rewrite the files they touch where the batch's changes rewrite few bytes),
+chooses for that batch (`now`, `batch_settings.settings_for`: interpreted queries where the
+silver is small, MERGEs that rewrite the files they touch where the batch's changes rewrite few
+bytes),
 alternated in one process on the same silver. Run at several `BENCH_ROWS` and
 `BENCH_SMALL_MERGE_KEYS`, it shows where those settings stop paying: the silver's size in bytes
 and files and the sink's choice for each batch size are reported beside the times
@@ -11,14 +12,14 @@ and files and the sink's choice for each batch size are reported beside the time
 
 `bench.customer` (`BENCH_ROWS`) is snapshotted and its silver created once (the stream's real
 layout: key-ordered files of 50k rows, deletion vectors, CDF). Each batch is binlake's own apply
-(`silver.TableApply`: summary, MERGE, changelog append) of update records as the stream's source
-emits them, each newer than anything silver holds; the updated keys are spread over the table,
-none updated twice, so every batch names new key values as the stream's do. Batches change
+(`silver.merge.TableApply`: summary, MERGE, changelog append) of update records as the stream's
+source emits them, each newer than anything silver holds; the updated keys are spread over the
+table, none updated twice, so every batch names new key values as the stream's do. Batches change
 `BENCH_SMALL_MERGE_KEYS` keys in turn ("1,2": one, then two). A warm-up of each kind, then
 `BENCH_SMALL_MERGE_ROUNDS` rounds of `BENCH_SMALL_MERGE_BATCHES` batches of both kinds, the order
 reversed every round, so the JVM's warm-up and the machine's drift hit both alike. Per kind: the
-median seconds per batch and classes Spark compiled per batch (its `CodegenMetrics`); `speedup`
-is before / now. Both run with the stream's other settings (`DETERMINISTIC_MERGE_SOURCES`,
+median seconds per batch and classes Spark compiled per batch (its `CodegenMetrics`); `speedup` is
+before / now. Both run with the stream's other settings (`DETERMINISTIC_MERGE_SOURCES`,
 `KEY_SETS_BY_REFERENCE`).
 """
 
@@ -28,27 +29,29 @@ import os
 import time
 from typing import Any
 
-from bench.run import Bench, alternated, create_silver, current_offset, env_int, medians, say
+from bench.common import (
+    Bench,
+    alternated,
+    current_offset,
+    customer_silver,
+    env_int,
+    medians,
+    say,
+    update_records,
+)
 
 
 def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from binlake.runtime.spark import (
-        COPY_ON_WRITE_MERGES,
         DETERMINISTIC_MERGE_SOURCES,
         INTERPRETED_QUERIES,
         KEY_SETS_BY_REFERENCE,
         session_settings,
     )
-    from binlake.silver.merge import (
-        ChangelogEnds,
-        TableApply,
-        data_columns,
-        silver_table,
-    )
-    from binlake.stream import sink
-    from binlake.stream.sink import SilverSizes, settings_for
+    from binlake.silver.merge import data_columns, silver_table
+    from binlake.stream import batch_settings
 
     config, table = customer_silver(bench, spark, monitor, "small-merges")
     silver = silver_table(config, table)
@@ -64,37 +67,7 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     keys = [stride * (n + 1) for n in range(sum(keys_of))]
     key = table.key[0]
     rows = {r[key]: r for r in silver.read(spark).where(F.col(key).isin(keys)).collect()}
-    start = current_offset(bench)
-    ends = ChangelogEnds()
-    compiler = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
-
-    def compiled() -> int:
-        return int(compiler.METRIC_COMPILATION_TIME().getCount())
-
-    tables = {table.qualified: table}
-    sizes = SilverSizes()  # kept over the batches, as the sink keeps it over a run
-    choices: dict[int, list[str]] = {}  # keys per batch: the sink's settings for it
-
-    def batch(index: int, changed: list[int], kind: str) -> dict[str, float]:
-        frame = update_records(spark, table, [rows[k] for k in changed], index, start)
-        before = compiled()
-        started = time.monotonic()
-        if kind == "now":
-            with settings_for(spark, config, tables, {table.qualified: len(changed)}, sizes):
-                choices[len(changed)] = in_force()
-                TableApply(config, table, columns, ends=ends)(frame)
-        else:
-            TableApply(config, table, columns, ends=ends)(frame)
-        return {"s": time.monotonic() - started, "compiled": compiled() - before}
-
-    def in_force() -> list[str]:
-        groups = {"interpreted": INTERPRETED_QUERIES, "rewrites": COPY_ON_WRITE_MERGES}
-        return [
-            name
-            for name, group in groups.items()
-            if all(spark.conf.get(key, None) == value for key, value in group.items())
-        ]
-
+    batch = SmallBatch(spark, config, table, columns, rows, current_offset(bench))
     runs: dict[str, list[dict[str, float]]] = {"before": [], "now": []}
     taken = 0
     size = silver.size(spark)
@@ -121,8 +94,8 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     return {
         "rows": bench.rows,
         "before_settings": before_settings,
-        "sink_choices": {str(k): v for k, v in sorted(choices.items())},
-        "rewrite_bytes": sink.REWRITE_BYTES,
+        "sink_choices": {str(k): v for k, v in sorted(batch.choices.items())},
+        "rewrite_bytes": batch_settings.REWRITE_BYTES,
         "silver_bytes": size.bytes,
         "silver_files": size.files,
         "rounds": rounds,
@@ -137,41 +110,55 @@ def small_merges(bench: Bench, spark: Any, monitor: Any) -> dict[str, Any]:
     }
 
 
-def customer_silver(bench: Bench, spark: Any, monitor: Any, name: str) -> tuple[Any, Any]:
-    """`bench.customer` (`BENCH_ROWS`) loaded, snapshotted into the kept lake root `name` and its
-    silver created (the stream's real layout): the lake's config and the table's schema."""
-    from bench.data import create_and_load
-    from binlake.mysql.prerequisites import validate
-    from binlake.mysql.server import connection
+class SmallBatch:
+    """`batch(index, changed, kind)`: batch `index`, an update of the `changed` keys of `rows`
+    (silver's rows by key), applied by `TableApply` with the session's settings (`before`) or
+    the sink's choice for it (`now`, kept in `choices` by keys per batch): its seconds and the
+    classes Spark compiled for it."""
 
-    create_and_load(bench.password or "", bench.port, bench.rows)
-    bench.binlake_snapshot(spark, 2, name, keep=True)
-    assert bench.kept_root is not None
-    config = bench.config(bench.kept_root, 2)
-    create_silver(spark, config, monitor, f"{name.replace('-', '_')}_init")
-    with connection(config.source) as conn:
-        (table,) = validate(conn, config)
-    return config, table
+    def __init__(
+        self, spark: Any, config: Any, table: Any, columns: Any, rows: dict[Any, Any], start: Any
+    ) -> None:
+        from binlake.silver.merge import ChangelogEnds
+        from binlake.stream.batch_settings import SilverSizes
 
+        self.spark, self.config, self.table, self.columns = spark, config, table, columns
+        self.rows, self.start = rows, start
+        self.ends = ChangelogEnds()
+        self.compiler = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+        self.tables = {table.qualified: table}
+        self.sizes = SilverSizes()  # kept over the batches, as the sink keeps it over a run
+        self.choices: dict[int, list[str]] = {}  # keys per batch: the sink's settings for it
 
-def update_records(spark: Any, table: Any, rows: list[Any], index: int, start: Any) -> Any:
-    """The change records of batch `index` as the stream's source emits them: an update of each
-    of silver's `rows` setting `c_login` to `#index`, each at its own offset past `start` (the
-    binlog head after the snapshot), so newer than anything silver holds."""
-    from binlake.model.offsets import BinlogOffset, position_token
-    from binlake.silver.change_record import CHANGE_SCHEMA, ImageEncoder
+    def compiled(self) -> int:
+        return int(self.compiler.METRIC_COMPILATION_TIME().getCount())
 
-    names, encode = list(table.column_names), ImageEncoder(table)
-    records = []
-    for n, row in enumerate(rows):
-        old = tuple(row[c] for c in names)
-        new = tuple(f"#{index}" if c == "c_login" else row[c] for c in names)
-        at = BinlogOffset(start.file, start.pos + 1 + 100 * index + n)
-        records.append(
-            (table.qualified, "update", position_token(at, 0), at.file, at.pos, 0,
-             int(time.time()), encode(old), encode(new))
-        )  # fmt: skip
-    return spark.createDataFrame(records, CHANGE_SCHEMA)
+    def __call__(self, index: int, changed: list[int], kind: str) -> dict[str, float]:
+        from binlake.silver.merge import TableApply
+        from binlake.stream.batch_settings import settings_for
+
+        spark, config, table = self.spark, self.config, self.table
+        frame = update_records(spark, table, [self.rows[k] for k in changed], index, self.start)
+        before = self.compiled()
+        started = time.monotonic()
+        if kind == "now":
+            counts = {table.qualified: len(changed)}
+            with settings_for(spark, config, self.tables, counts, self.sizes):
+                self.choices[len(changed)] = self.in_force()
+                TableApply(config, table, self.columns, ends=self.ends)(frame)
+        else:
+            TableApply(config, table, self.columns, ends=self.ends)(frame)
+        return {"s": time.monotonic() - started, "compiled": self.compiled() - before}
+
+    def in_force(self) -> list[str]:
+        from binlake.runtime.spark import COPY_ON_WRITE_MERGES, INTERPRETED_QUERIES
+
+        groups = {"interpreted": INTERPRETED_QUERIES, "rewrites": COPY_ON_WRITE_MERGES}
+        return [
+            name
+            for name, group in groups.items()
+            if all(self.spark.conf.get(key, None) == value for key, value in group.items())
+        ]
 
 
 def small_merges_markdown(results: dict[str, Any]) -> str:
@@ -187,7 +174,7 @@ def small_merges_markdown(results: dict[str, Any]) -> str:
         f"Batches of {keys} updated key(s) (new keys every batch) applied to a "
         f"{figures['rows']:,}-row silver "
         f"({figures['silver_bytes']:,} bytes in {figures['silver_files']} files) by "
-        f"`silver.TableApply`; median of {figures['rounds']} alternated rounds of "
+        f"`silver.merge.TableApply`; median of {figures['rounds']} alternated rounds of "
         f"{figures['batches_per_round']} batches per kind, after a warm-up of each "
         "(bench/small_merges.py).",
         "",

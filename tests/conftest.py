@@ -1,35 +1,13 @@
-"""Shared fixtures: one Spark session and one MariaDB per test run; a database per test; throwaway
-servers for tests that need other server settings."""
+"""The run's one Spark session, for any test that asks for it: unit tests that need Spark run
+without MariaDB. The integration tests' fixtures (the database, throwaway servers, ...) are in
+tests/integration/conftest.py."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from integration.items import Racer
-from integration.replay import connect
-from integration.servers import PrivateServer, private_server
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="session")
-def db_env() -> dict[str, str]:
-    """Start the project's MariaDB (idempotent) and export its port and password."""
-    subprocess.run([str(ROOT / "scripts" / "db.sh"), "up"], check=True, capture_output=True)
-    exported = subprocess.run(
-        [str(ROOT / "scripts" / "db.sh"), "env"], check=True, capture_output=True, text=True
-    ).stdout
-    env = dict(re.findall(r"(\w+)=(\S+)", exported))
-    os.environ.update(env)
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +18,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     Its queries run interpreted (`spark.INTERPRETED_QUERIES`) throughout: the suite's tables hold
     hundreds of rows, and almost every query it runs is a plan Spark has not seen before, whose
-    compile costs more than its few rows (the silver-apply and soft-delete tests: 176 s and 198 s
-    interpreted, 240 s and 235 s compiled, alternated). The CLI's child processes, the Spark
+    compile costs more than its few rows: the trade the stream's sink makes for small silver
+    tables (docs/performance.md, "What bounds each figure"). The CLI's child processes, the Spark
     Connect server and the bench start compiled, as users' compute does."""
     from binlake.runtime.spark import INTERPRETED_QUERIES, local_session
 
@@ -51,96 +29,3 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         session.conf.set(name, value)
     yield session
     session.stop()
-
-
-@pytest.fixture
-def database(db_env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh database named after the test, dropped afterwards."""
-    name = re.sub(r"\W", "_", request.node.name)[:40] + "_" + uuid.uuid4().hex[:6]
-    with connect(db_env) as conn, conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci")
-    yield name
-    with connect(db_env) as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-
-
-@pytest.fixture
-def sql(db_env: dict[str, str], database: str) -> Callable[..., list[tuple[Any, ...]]]:
-    """Run SQL in the test's database: sql("INSERT ... %s", (1,)) → fetched rows."""
-
-    def run(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
-        with connect(db_env, database) as conn, conn.cursor() as cur:
-            cur.execute(statement, args)
-            return list(cur.fetchall())
-
-    return run
-
-
-def _config(source: dict[str, Any], lake: Path, sections: dict[str, dict[str, Any]]) -> Any:
-    """A validated Config: `source` (port, password, database) on 127.0.0.1, the lake at `lake`,
-    a fresh range of replica server ids, `sections` merged over the test defaults."""
-    from binlake.config.settings import parse_config
-
-    low = 6000 + (uuid.uuid4().int % 1000) * 20
-    raw: dict[str, Any] = {
-        "source": {
-            "host": "127.0.0.1",
-            "user": "binlake",
-            **source,
-            "server_id_range": [low, low + 19],
-        },
-        "snapshot": {"chunk_size": 100, "parallelism": 2},
-        # The event log is on by default; its tests turn it on (an append per run start, end
-        # and stream batch would cost the suite minutes where nothing reads it).
-        "lake": {"root": str(lake), "event_log": False},
-    }
-    for section, values in sections.items():
-        raw.setdefault(section, {}).update(values)
-    return parse_config(raw)
-
-
-@pytest.fixture
-def make_config(db_env: dict[str, str], database: str, tmp_path: Path) -> Callable[..., Any]:
-    """A validated Config for the test's database and a lake under tmp_path."""
-
-    def build(**sections: dict[str, Any]) -> Any:
-        source = {
-            "port": int(db_env["BINLAKE_SOURCE_PORT"]),
-            "password_env": "BINLAKE_SOURCE_PASSWORD",
-            "database": database,
-        }
-        return _config(source, tmp_path / "lake", sections)
-
-    return build
-
-
-@pytest.fixture
-def private_mariadb() -> Iterator[Callable[[Mapping[str, str]], PrivateServer]]:
-    """Start throwaway MariaDBs with extra my.cnf settings, stopped when the test ends:
-    `server = private_mariadb({"transaction-isolation": "READ-UNCOMMITTED"})`. For settings the
-    shared server must not get: other tests run against it at the same time."""
-    with ExitStack() as servers:
-        yield lambda settings: servers.enter_context(private_server(settings))
-
-
-@pytest.fixture
-def make_private_config(tmp_path: Path) -> Callable[..., Any]:
-    """make_config for a throwaway server: `make_private_config(server, database, **sections)`
-    (the password inline, the environment untouched)."""
-
-    def build(server: PrivateServer, database: str, **sections: dict[str, Any]) -> Any:
-        source = {
-            "port": server.port,
-            "password": server.password,
-            "password_env": None,
-            "database": database,
-        }
-        return _config(source, tmp_path / "lake", sections)
-
-    return build
-
-
-@pytest.fixture
-def racer(db_env: dict[str, str], database: str) -> Callable[..., Racer]:
-    """A writer racing the stream on a table of the test's database: `with racer("items"): ...`."""
-    return lambda table="items": Racer(db_env, database, table)

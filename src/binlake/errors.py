@@ -2,7 +2,7 @@
 
 Messages say what was expected, what was found and what to do; they never contain secrets.
 Each kind of failure has its own `exit_code`, so a scheduler or a script can tell a typo in the
-config from a source that is down without parsing the message (README, "Exit codes").
+config from a source that is down without parsing the message (docs/operations.md#exit-codes).
 """
 
 from __future__ import annotations

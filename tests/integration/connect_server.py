@@ -27,6 +27,11 @@ import pyspark
 
 from binlake.runtime.spark import class_archive_conf, ivy_dir, local_tuning
 
+from .replay import ROOT, subprocess_env
+
+#: The Spark Connect server's and its clients' time zone: not the tests' (UTC), so a value that
+#: depends on a process's zone differs.
+REMOTE_TZ = "Europe/Paris"
 #: The JVM takes ~10-20 s to start with Delta; a loaded CI machine may take several times that.
 START_TIMEOUT = 120.0
 #: How long a SIGTERM may take to stop the JVM (it stops the SparkContext) before SIGKILL.
@@ -170,3 +175,30 @@ def connect_server(workdir: Path, port: int | None = None, tz: str | None = None
         yield f"sc://127.0.0.1:{port}"
     finally:
         _stop(process)
+
+
+# ---------------------------------------------------------------------------------------------
+# binlake as the server's client
+
+
+def run_remote(remote: tuple[str, Path], config_file: Path, *args: str) -> str:
+    """`binlake ARGS` as a Spark Connect client; its output (stdout and stderr)."""
+    run = subprocess.run(
+        client_command(config_file, *args), env=client_env(remote), capture_output=True, text=True,
+        cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, f"{output[-3000:]}{server_log(remote)}"
+    return output
+
+
+def client_command(config_file: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "binlake", *args, "--config", str(config_file)]
+
+
+def client_env(remote: tuple[str, Path]) -> dict[str, str]:
+    return {**subprocess_env(), "SPARK_REMOTE": remote[0], "TZ": REMOTE_TZ}
+
+
+def server_log(remote: tuple[str, Path]) -> str:
+    return "\n--- server log ---\n" + "\n".join(log_tail(p) for p in remote[1].glob("*.log"))

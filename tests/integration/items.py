@@ -247,7 +247,7 @@ class MergeSeen:
 def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
     """Each silver MERGE from now on, recorded as it runs."""
     merged: list[MergeSeen] = []
-    real_merge = merge.TableApply._merge
+    real_merge = merge.TableApply.merge_silver
 
     def observed(self: merge.TableApply, typed: Any, summary: Any) -> None:
         session = typed.sparkSession
@@ -260,5 +260,5 @@ def observed_merges(monkeypatch: pytest.MonkeyPatch) -> list[MergeSeen]:
         merged.append(seen)
         real_merge(self, typed, summary)
 
-    monkeypatch.setattr(merge.TableApply, "_merge", observed)
+    monkeypatch.setattr(merge.TableApply, "merge_silver", observed)
     return merged

@@ -28,7 +28,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import map_table
-from binlake.mysql.server import load_schema
+from binlake.mysql.discovery import load_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 

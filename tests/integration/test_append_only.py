@@ -38,7 +38,7 @@ def test_inserts_racing_the_snapshot_and_a_crashed_batch_land_once_by_insert_onl
         commands.snapshot(spark, config)
         commands.stream(spark, config, available_now=True)
         # Silver's MERGE commits, then the run dies before the changelog and the batch commit.
-        with crashed_at("binlake.silver.merge:TableApply._merge", "after", 1):
+        with crashed_at("binlake.silver.merge:TableApply.merge_silver", "after", 1):
             commands.stream(spark, config, available_now=True)
     commands.stream(spark, config, available_now=True)  # replays the crashed batch, then the rest
     assert racer.statements > 0

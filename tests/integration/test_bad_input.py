@@ -314,11 +314,11 @@ def test_status_reads_the_lake_without_starting_spark(
     """`binlake status` counts silver exactly (deletion vectors included) with no JVM: the
     fake `java` fails any Spark start."""
     from binlake.jobs import commands
-    from binlake.stream import sink
+    from binlake.stream import batch_settings
 
     # Deletes marked by deletion vectors, as by a large batch: a small one rewrites.
-    monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", -1)
-    monkeypatch.setattr(sink, "REWRITE_BYTES", -1)
+    monkeypatch.setattr(batch_settings, "SMALL_SILVER_BYTES", -1)
+    monkeypatch.setattr(batch_settings, "REWRITE_BYTES", -1)
 
     sql("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     sql("INSERT INTO t VALUES " + ",".join(f"({i}, {i})" for i in range(1, 301)))

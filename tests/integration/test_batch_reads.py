@@ -23,8 +23,9 @@ from binlake.jobs import commands
 from binlake.model.offsets import BinlogOffset
 from binlake.mysql.server import current_offset
 from binlake.silver.change_record import DDL
-from binlake.silver.merge import CHANGES_PER_TASK
-from binlake.stream import sink
+from binlake.silver.spread import CHANGES_PER_TASK
+from binlake.stream import batch_summary as summaries
+from binlake.stream.batch_summary import batch_summary
 from binlake.stream.binlog_source import (
     BinlogRange,
     BinlogStreamReader,
@@ -32,7 +33,6 @@ from binlake.stream.binlog_source import (
     binlog_source,
     read_range,
 )
-from binlake.stream.sink import batch_summary
 from binlake.stream.task import stream_spec
 
 from .items import (
@@ -117,9 +117,9 @@ def test_a_batch_is_cut_between_transactions_into_reads_that_yield_what_one_read
     per_read = [Counter(r["_table"] for r in rows if r["_op"] != DDL) for rows in in_reads]
     # Summarised by Spark, and collected whole as a small batch is: the same summary.
     by_spark = batch_summary(batch)
-    monkeypatch.setattr(sink, "SMALL_BATCH_RECORDS", len(whole) - 1)  # one record too many
+    monkeypatch.setattr(summaries, "SMALL_BATCH_RECORDS", len(whole) - 1)  # one record too many
     assert batch_summary(batch, collect=True).records is None
-    monkeypatch.setattr(sink, "SMALL_BATCH_RECORDS", len(whole))
+    monkeypatch.setattr(summaries, "SMALL_BATCH_RECORDS", len(whole))
     collected = batch_summary(batch, collect=True)
     assert by_spark.records is None and collected.records is not None
     for summary in (by_spark, collected):

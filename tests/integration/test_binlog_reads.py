@@ -14,9 +14,11 @@ from pydantic import SecretStr
 from binlake.errors import SourceError
 from binlake.model.changes import Op
 from binlake.model.offsets import BinlogOffset
-from binlake.mysql import binlog
+from binlake.mysql import binlog, table_maps
 from binlake.mysql.binlog import read_changes
-from binlake.mysql.server import connection, current_offset, load_schema
+from binlake.mysql.connection import connection
+from binlake.mysql.discovery import load_schema
+from binlake.mysql.server import current_offset
 
 from .replay import connect
 
@@ -127,14 +129,14 @@ def test_a_table_map_repeated_by_each_transaction_is_parsed_once(
     """Each transaction repeats its table's map; equal maps are parsed once and their rows decode
     as before. A map of other bytes (another table id after an ALTER) is parsed anew."""
     parses: list[int] = []
-    parse = binlog._parse_table_map
+    parse = table_maps.parse_table_map
 
     def counted(event: Any, *args: Any, **options: Any) -> None:
         parses.append(1)
         parse(event, *args, **options)
 
-    monkeypatch.setattr(binlog, "_PARSED_MAPS", {})
-    monkeypatch.setattr(binlog, "_parse_table_map", counted)
+    monkeypatch.setattr(table_maps, "_PARSED_MAPS", {})
+    monkeypatch.setattr(table_maps, "parse_table_map", counted)
     start = captured.head()
     for i in range(1, 31):
         sql("INSERT INTO t VALUES (%s, %s)", (i, i * 7))
@@ -145,7 +147,7 @@ def test_a_table_map_repeated_by_each_transaction_is_parsed_once(
     assert len(parses) == 1, "31 equal table maps"
     assert captured.read(start, stop) == expected  # a new read of the same maps parses none
     assert len(parses) == 1
-    (kept,) = binlog._PARSED_MAPS.values()
+    (kept,) = table_maps._PARSED_MAPS.values()
     held = [type(v).__name__ for v in kept.values()]
     assert not {"BinLogPacketWrapper", "Connection"} & set(held), "a cached map holds its read"
     assert not any(isinstance(v, dict) and kept["table_id"] in v for v in kept.values())

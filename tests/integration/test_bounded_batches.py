@@ -20,11 +20,10 @@ import pytest
 
 from binlake.jobs import commands
 from binlake.lake.event_log import event_table
-from binlake.lake.files import ArrowFiles
+from binlake.lake.files import ArrowFiles, batch_ids
 from binlake.lake.paths import checkpoint_path
 from binlake.model.offsets import BinlogOffset, bytes_behind
 from binlake.mysql.server import binlog_sizes, current_offset
-from binlake.snapshot.task import batch_ids
 from binlake.stream.sink import batch_end
 
 from .items import (

@@ -11,12 +11,13 @@ from typing import Any, get_args
 import pytest
 
 from binlake.errors import SourceError
-from binlake.mysql.server import BulkDriver, bulk_connect, bulk_connection, connection, load_schema
+from binlake.mysql.connection import BulkDriver, bulk_connect, bulk_connection, connection
+from binlake.mysql.discovery import load_schema
 from binlake.snapshot.chunk_reader import ChunkReader
 from binlake.snapshot.chunks import ChunkRange
 
-from .test_tls import _cipher
-from .test_types import TABLES, _load_fixture
+from .tls_certs import session_cipher
+from .type_tables import TABLES, load_type_tables
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +27,7 @@ DRIVERS: tuple[BulkDriver, ...] = get_args(BulkDriver)
 def test_every_type_lands_the_same_through_both_drivers(
     db_env: dict[str, str], database: str, make_config: Any
 ) -> None:
-    _load_fixture(db_env, database)
+    load_type_tables(db_env, database)
     config = make_config()
     rows = 0
     with connection(config.source) as conn:
@@ -56,4 +57,4 @@ def test_both_drivers_treat_a_server_without_tls_alike(
         bulk_connect(make_config(source={"tls": "required"}).source, driver)
     assert "does not offer TLS" in str(raised.value) and "required" in str(raised.value)
     with bulk_connection(make_config(source={"tls": "preferred"}).source, driver) as conn:
-        assert _cipher(conn) == ""
+        assert session_cipher(conn) == ""

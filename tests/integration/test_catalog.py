@@ -29,6 +29,8 @@ from binlake.snapshot.chunks import ChunkRange
 from binlake.snapshot.ledger import FINISHED, MARK, PENDING, ChunkResult, Ledger
 from binlake.snapshot.ledger import SCHEMA as LEDGER_SCHEMA
 
+from .assertions import assert_silver_equals_source
+from .child_runs import KILL_SNAPSHOT, run_killed, write_config
 from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
@@ -36,8 +38,6 @@ from .items import (
     seed_items,
 )
 from .replay import Writers, connect
-from .test_faults import KILL_SNAPSHOT, run_killed, write_config
-from .test_stream import assert_silver_equals_source
 from .workload import Workload, create_tables, seed
 
 pytestmark = pytest.mark.integration

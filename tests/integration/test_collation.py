@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from binlake.jobs import commands
 from binlake.mysql.collation import CollationOrder
-from binlake.mysql.server import load_schema
+from binlake.mysql.discovery import load_schema
 from binlake.snapshot.ledger import Ledger
 
 from .replay import Writers, connect

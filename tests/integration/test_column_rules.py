@@ -24,9 +24,9 @@ from binlake.errors import BinlakeError, ConfigError, SchemaChangeError
 from binlake.jobs import commands
 from binlake.lake.tables import lake_table
 
+from .assertions import assert_no_leak
 from .items import assert_changelog_holds_each_change_once, wait_for
 from .replay import connect
-from .test_secrets import assert_no_leak
 
 pytestmark = pytest.mark.integration
 

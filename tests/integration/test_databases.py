@@ -7,7 +7,7 @@ first row; a database the pattern does not match stays out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
@@ -26,34 +26,6 @@ from .items import (
 from .replay import connect
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def in_database(
-    db_env: dict[str, str], database: str
-) -> Iterator[Callable[[str], Callable[..., list[tuple[Any, ...]]]]]:
-    """`in_database(suffix)`: an SQL runner in database `<test database>_<suffix>`, created on
-    first use and dropped after the test."""
-    made: list[str] = []
-
-    def runner(suffix: str) -> Callable[..., list[tuple[Any, ...]]]:
-        name = f"{database}_{suffix}"
-        if name not in made:
-            with connect(db_env) as conn, conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE `{name}`")
-            made.append(name)
-
-        def run(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
-            with connect(db_env, name) as conn, conn.cursor() as cur:
-                cur.execute(statement, args)
-                return list(cur.fetchall())
-
-        return run
-
-    yield runner
-    with connect(db_env) as conn, conn.cursor() as cur:
-        for name in made:
-            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 def test_shards_in_several_databases_land_through_one_reader(

@@ -10,8 +10,8 @@ import pytest
 
 from binlake.model.schema import TableSchema
 from binlake.mysql.ddl_schema import schema_after_alter
+from binlake.mysql.discovery import load_schema
 from binlake.mysql.schema_source import ServerSchemas
-from binlake.mysql.server import load_schema
 
 from .replay import connect
 

@@ -20,10 +20,10 @@ from binlake.jobs import commands
 from binlake.lake.event_log import EVENT_SCHEMA, EventLog, event
 from binlake.lake.files import ArrowFiles
 from binlake.lake.paths import tables_path
+from binlake.lake.stream_tables import StreamTables
 from binlake.lake.tables import PathTable, lake_table
 from binlake.model.offsets import BinlogOffset
-from binlake.mysql.schema_history import StreamTables
-from binlake.snapshot.task import schema_history
+from binlake.mysql.schema_history import schema_history
 from binlake.stream.task import checkpoint_offset
 
 from .items import Racer, assert_silver_is_source, logged_events, seed_items

@@ -30,6 +30,7 @@ from binlake.model.offsets import BinlogOffset
 from binlake.snapshot.task import run_snapshot
 from binlake.stream.task import checkpoint_offset
 
+from .child_runs import KILL_POINTS, KILL_SNAPSHOT, run_killed, write_config
 from .items import (
     ITEMS,
     Racer,
@@ -253,7 +254,7 @@ def test_continuous_stream_survives_source_restarts_and_killed_connections(
 def _kill_until_the_stream_reconnects(server: PrivateServer, log: Path) -> None:
     """`KILL` the stream's connections as soon as they appear (every 5 ms) until it logs a
     reconnect. A batch holds its connections for milliseconds (the head, the binlog read) and
-    then applies for seconds: kills 0.3 s apart fell between the reads for 90 s (CI)."""
+    then applies for seconds: kills far apart keep falling between the reads."""
     deadline = time.monotonic() + 90
     with connect(server.db_env) as conn, conn.cursor() as cur:
         while "reconnecting" not in log.read_text():
@@ -288,32 +289,6 @@ def _batch_end(checkpoint: Path, batch: int) -> tuple[str, int]:
 # ---------------------------------------------------------------------------------------------
 # The driver killed at each point of the snapshot and of the stream, then rerun
 
-#: Where the process dies: (function, when, which call). The snapshot commits chunks to bronze
-#: and then to the ledger; the stream MERGEs each table's silver, then appends its changelog
-#: (a small batch; a large one does both at once), then Spark writes the batch's commit to the
-#: checkpoint.
-KILL_POINTS = {
-    "snapshot_after_planning": ("binlake.snapshot.ledger:Ledger.record_plans", "after", 1),
-    "snapshot_while_reading": ("binlake.snapshot.task:read_chunks", "during:0.5", 2),
-    "snapshot_between_bronze_and_ledger": (
-        "binlake.snapshot.ledger:Ledger.mark_finished",
-        "before",
-        2,
-    ),
-    "stream_after_changelog_append": (
-        "binlake.silver.merge:TableApply._append_changelog",
-        "after",
-        1,
-    ),
-    "stream_after_merge": ("binlake.silver.merge:TableApply._merge", "after", 1),
-    "stream_before_checkpoint_commit": ("binlake.stream.sink:BatchSink.__call__", "after", 1),
-}
-
-
-#: Chunking of the kill-point runs' 600 rows: 12 chunks, 3 commits (so a second call exists).
-KILL_SNAPSHOT = {"chunk_size": 50, "parallelism": 2, "chunks_per_commit": 4}
-
-
 #: Kill points `make test` runs: the snapshot's and the stream's commit boundaries. The others
 #: run in `make soak`; their windows are proven faster in-process too (test_silver_apply's
 #: replayed batches, test_lifecycle's reset and join killed halfway).
@@ -345,31 +320,6 @@ def test_driver_killed_at_each_point_reruns_exactly(
     commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
-
-
-def write_config(config: Any, path: Path) -> Path:
-    """The config as a file for a child process (the password stays an environment variable)."""
-    path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
-    return path
-
-
-def run_killed(config_file: Path, point: str) -> None:
-    """`binlake snapshot` or `binlake stream --available-now` in a child process, killed at
-    `point` (`KILL_POINTS`)."""
-    args = ["snapshot"] if point.startswith("snapshot") else ["stream", "--available-now"]
-    run_killed_at(config_file, KILL_POINTS[point], args)
-
-
-def run_killed_at(config_file: Path, point: tuple[str, str, int], args: list[str]) -> None:
-    """`binlake ARGS` in a child process, killed at `point`: (function, when, which call)."""
-    target, when, call = point
-    crashed = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "integration" / "crash.py"),
-         target, when, str(call), "--", *args, "--config", str(config_file)],
-        env=subprocess_env(), capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
-    assert crashed.returncode == 137, crashed.stderr[-3000:]
-    assert "crash: killed" in crashed.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from binlake.errors import ConfigError, LakeError
 from binlake.jobs import commands
 from binlake.jobs.status import gather_status
+from binlake.lake.stream_tables import StreamTables
 from binlake.lake.tables import lake_table
-from binlake.mysql.schema_history import StreamTables
 from binlake.silver.merge import offset_token
 from binlake.snapshot import task as snapshot_module
 
@@ -178,7 +178,7 @@ def test_a_join_repeated_after_a_crash_restores_the_history_it_began_from(
     )
     other = f"{config.source.database}.other"
     update = StreamTables.update
-    read_and_commit = snapshot_module._read_and_commit
+    read_and_commit = snapshot_module.read_and_commit
     crashed: list[bool] = []
     changed: list[Any] = []
 
@@ -191,7 +191,7 @@ def test_a_join_repeated_after_a_crash_restores_the_history_it_began_from(
     def change_the_first_chunk_after_it(*args: Any) -> Any:
         """The racer alone may leave nothing between the chunks' high watermarks (it failed so
         in CI): rows of the first chunk change after its HW and before the next chunk's read,
-        so the join has a catch-up to apply. `args` are `_read_and_commit`'s (spark, config,
+        so the join has a catch-up to apply. `args` are `read_and_commit`'s (spark, config,
         source, schema, batch, slot)."""
         results = read_and_commit(*args)
         batch = args[4]
@@ -202,7 +202,7 @@ def test_a_join_repeated_after_a_crash_restores_the_history_it_began_from(
 
     with racer("other"), monkeypatch.context() as patched:
         patched.setattr(StreamTables, "update", crash_before_recording_the_join)
-        patched.setattr(snapshot_module, "_read_and_commit", change_the_first_chunk_after_it)
+        patched.setattr(snapshot_module, "read_and_commit", change_the_first_chunk_after_it)
         with running_stream(spark, both) as stream:
             commands.snapshot(spark, both)  # `other` joins the running stream when it finishes
             wait_for(lambda: not stream.is_alive())

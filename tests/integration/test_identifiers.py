@@ -22,12 +22,11 @@ import pytest
 from binlake.errors import SourceError
 from binlake.jobs import commands
 from binlake.jobs.verify import verify_silver
+from binlake.mysql.connection import connection
 from binlake.mysql.prerequisites import validate
-from binlake.mysql.server import connection
 
+from .assertions import assert_chunks_match_replay, assert_silver_equals_source
 from .replay import Oracle, Writers, connect, head_offset
-from .test_snapshot import assert_chunks_match_replay
-from .test_stream import assert_silver_equals_source
 
 pytestmark = pytest.mark.integration
 

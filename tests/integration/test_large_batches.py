@@ -1,10 +1,10 @@
 """How a batch is run. A large one on both cores: a table's changes spread over several tasks
-(`merge.CHANGES_PER_TASK`) and merged into silver from a source Delta does not copy first
+(`spread.CHANGES_PER_TASK`) and merged into silver from a source Delta does not copy first
 (`spark.DETERMINISTIC_MERGE_SOURCES`, in force while the stream runs). Delta copies a source it
 cannot prove deterministic because it reads it twice; binlake's batch must read the same both
 times, and its replay after a crash must change nothing. One into small silver tables with
-interpreted queries (`sink.SMALL_SILVER_BYTES`), and one of few changes with MERGEs that
-rewrite files instead of writing deletion vectors (`sink.REWRITE_BYTES`)."""
+interpreted queries (`batch_settings.SMALL_SILVER_BYTES`), and one of few changes with MERGEs that
+rewrite files instead of writing deletion vectors (`batch_settings.REWRITE_BYTES`)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 
 from binlake.jobs import commands
+from binlake.mysql.connection import connection
 from binlake.mysql.prerequisites import validate
-from binlake.mysql.server import connection
 from binlake.runtime.spark import (
     COPY_ON_WRITE_MERGES,
     DETERMINISTIC_MERGE_SOURCES,
     INTERPRETED_QUERIES,
 )
-from binlake.silver import merge
+from binlake.silver import spread
 from binlake.silver.merge import silver_table
-from binlake.stream import sink
+from binlake.stream import batch_settings
 
 from .items import (
     Racer,
@@ -47,7 +47,7 @@ def test_a_large_batch_spread_over_tasks_and_merged_uncopied_replays_exactly(
     again: silver equals the source and the changelog holds each change once. Every MERGE ran
     with Delta's copy off and the batch in several partitions; the session's own settings are
     back once the stream ends."""
-    monkeypatch.setattr(merge, "CHANGES_PER_TASK", 40)
+    monkeypatch.setattr(spread, "CHANGES_PER_TASK", 40)
     merges = observed_merges(monkeypatch)
     seed_items(sql, 600)
     config = make_config(stream={"trigger_interval": "1s"})
@@ -71,8 +71,8 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
 ) -> None:  # fmt: skip
     """On a session with Spark's default (compiled) code, the batches into a silver of a few KB
     MERGE with interpreted queries while a racer writes, rewriting the files they touch (no
-    deletion vector in their commits); with `sink.SMALL_SILVER_BYTES` below that silver's size
-    and `sink.REWRITE_BYTES` below what its five changes could rewrite (Delta's own bytes and
+    deletion vector in their commits); with `SMALL_SILVER_BYTES` below that silver's size
+    and `REWRITE_BYTES` below what its five changes could rewrite (Delta's own bytes and
     file count of it) they MERGE compiled, writing deletion vectors. The session's own settings
     are back after each stream, and silver equals the source. (The suite's session is
     interpreted: set back to Spark's default for this test.)"""
@@ -94,9 +94,13 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
             tables = {t.qualified: t for t in validate(conn, config)}
         silver = silver_table(config, tables[qualified])
         size = silver.size(spark)
-        assert size is not None and 0 < size.bytes <= sink.SMALL_SILVER_BYTES and size.files > 0
+        assert (
+            size is not None
+            and 0 < size.bytes <= batch_settings.SMALL_SILVER_BYTES
+            and size.files > 0
+        )
         gone = {qualified: 1, f"{database}.gone": 1}  # a table without silver: no choice
-        assert sink.silver_sizes(spark, config, tables, gone) is None
+        assert batch_settings.silver_sizes(spark, config, tables, gone) is None
         created = _merge_metrics(spark, silver.sql)
         with Racer(db_env, database, pause=0.01) as racer:
             while racer.statements < 50:
@@ -106,8 +110,8 @@ def test_a_batch_into_small_silver_tables_applies_interpreted_and_a_larger_one_c
         small_commits = _merge_metrics(spark, silver.sql)[len(created) :]
         assert session_values(spark, INTERPRETED_QUERIES) == compiled
         assert session_values(spark, COPY_ON_WRITE_MERGES) == own_rewrites
-        monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", size.bytes - 1)
-        monkeypatch.setattr(sink, "REWRITE_BYTES", size.rewritten(5) - 1)
+        monkeypatch.setattr(batch_settings, "SMALL_SILVER_BYTES", size.bytes - 1)
+        monkeypatch.setattr(batch_settings, "REWRITE_BYTES", size.rewritten(5) - 1)
         sql("UPDATE items SET qty = qty + 1 WHERE id <= 5")
         commands.stream(spark, config, available_now=True)
         larger_commits = _merge_metrics(spark, silver.sql)[len(created) + len(small_commits) :]

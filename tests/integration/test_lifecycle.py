@@ -13,8 +13,8 @@ import pytest
 
 from binlake.errors import LakeError, SnapshotIncompleteError, SourceError
 from binlake.jobs import commands
+from binlake.lake.stream_tables import StreamTables
 from binlake.lake.tables import lake_table
-from binlake.mysql.schema_history import StreamTables
 from binlake.snapshot.ledger import Ledger
 from binlake.snapshot.task import ChunkScheduler
 
@@ -223,7 +223,7 @@ def test_a_joining_tables_catch_up_is_read_by_spark_not_on_the_driver(
         raise AssertionError("the catch-up was read on the driver")
 
     with monkeypatch.context() as patched:
-        for module in ("binlake.stream.sink", "binlake.stream.binlog_source"):
+        for module in ("binlake.stream.joining", "binlake.stream.binlog_source"):
             patched.setattr(f"{module}.read_range", on_the_driver, raising=False)
         commands.stream(spark, both, available_now=True)
     assert_silver_is_source(spark, sql, both, "other")

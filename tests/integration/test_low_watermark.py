@@ -13,7 +13,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from binlake.mysql.server import bulk_connection, connection, load_schema, reports_snapshot_offset
+from binlake.mysql.connection import bulk_connection, connection
+from binlake.mysql.discovery import load_schema
+from binlake.mysql.server import reports_snapshot_offset
 from binlake.snapshot.chunk_reader import ChunkReader, _select_at_snapshot
 from binlake.snapshot.chunks import ChunkRange
 

@@ -19,8 +19,8 @@ from binlake.lake.tables import lake_table
 from binlake.snapshot import task as snapshot_task
 from binlake.snapshot.ledger import Ledger
 
+from .assertions import assert_chunks_match_replay
 from .replay import Oracle, Writers, connect, head_offset
-from .test_snapshot import assert_chunks_match_replay
 
 pytestmark = pytest.mark.integration
 
@@ -100,10 +100,10 @@ def test_many_small_tables_snapshot_side_by_side_under_racing_writes_and_resume(
 
     monkeypatch.setattr(Ledger, "mark_finished", counted)
     writers = Writers(db_env, database, _writer, threads=3, max_ops=8_000, pause_s=0.01)
-    read_and_commit = snapshot_task._read_and_commit
+    read_and_commit = snapshot_task.read_and_commit
     with writers:
         failing = _Calls(read_and_commit, fail_at=FAIL_AT_CALL)
-        monkeypatch.setattr(snapshot_task, "_read_and_commit", failing)
+        monkeypatch.setattr(snapshot_task, "read_and_commit", failing)
         with pytest.raises(RuntimeError, match="injected"):
             commands.snapshot(spark, config)
         before = {(c.table, c.chunk_id): c for c in ledger.chunks() if c.finished}
@@ -111,7 +111,7 @@ def test_many_small_tables_snapshot_side_by_side_under_racing_writes_and_resume(
         assert 0 < len(before) < len(ledger.chunks())
         assert failing.most_in_flight >= 2, "tables were read one after another"
 
-        monkeypatch.setattr(snapshot_task, "_read_and_commit", read_and_commit)
+        monkeypatch.setattr(snapshot_task, "read_and_commit", read_and_commit)
         marks.clear()
         summary = commands.snapshot(spark, config)
         after = {(c.table, c.chunk_id): c for c in ledger.chunks()}

@@ -8,69 +8,20 @@ unique names, and dropped afterwards.
 
 from __future__ import annotations
 
-import subprocess
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from binlake.errors import SourceError
 from binlake.jobs import commands
+from binlake.mysql.connection import connection
 from binlake.mysql.prerequisites import validate
-from binlake.mysql.server import connection
 
-from .test_stream import assert_silver_equals_source
+from .accounts import MINIMAL
+from .assertions import assert_silver_equals_source
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
-HOST = "127.0.0.1"
-
-
-def as_root(statement: str) -> None:
-    subprocess.run(
-        [str(ROOT / "scripts" / "db.sh"), "sql", "-e", statement],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-
-
-@pytest.fixture
-def account(
-    db_env: dict[str, str], database: str, make_config: Callable[..., Any]
-) -> Iterator[Callable[..., Any]]:
-    """`account(*grants, role_grants=())` → a config for a new user holding `grants` (each
-    "PRIVILEGES ON target", target `{db}` for the test's database), and `role_grants` only
-    through its default role."""
-    created: list[str] = []
-
-    def create(*grants: str, role_grants: tuple[str, ...] = ()) -> Any:
-        name = f"bl_priv_{uuid.uuid4().hex[:10]}"
-        password = f"pw-{uuid.uuid4().hex}"
-        user = f"'{name}'@'{HOST}'"
-        as_root(f"CREATE USER {user} IDENTIFIED BY '{password}'")
-        created.append(f"DROP USER IF EXISTS {user}")
-        for grant in grants:
-            as_root(f"GRANT {grant.format(db=f'`{database}`')} TO {user}")
-        if role_grants:
-            role = f"{name}_role"
-            as_root(f"CREATE ROLE {role}")
-            created.append(f"DROP ROLE IF EXISTS {role}")
-            for grant in role_grants:
-                as_root(f"GRANT {grant.format(db=f'`{database}`')} TO {role}")
-            as_root(f"GRANT {role} TO {user}")
-            as_root(f"SET DEFAULT ROLE {role} FOR {user}")
-        return make_config(source={"user": name, "password": password, "password_env": None})
-
-    yield create
-    for statement in created:
-        as_root(statement)
-
-
-MINIMAL = ("BINLOG MONITOR ON *.*", "REPLICATION SLAVE ON *.*", "SELECT ON {db}.*")
 
 
 def _validate(config: Any) -> None:

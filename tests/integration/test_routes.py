@@ -25,7 +25,6 @@ from .items import (
     assert_silver_is_source,
     seed_items,
 )
-from .test_databases import in_database  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +35,7 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
     spark: Any,
     db_env: dict[str, str],
     database: str,
-    in_database: Callable[[str], Runner],  # noqa: F811
+    in_database: Callable[[str], Runner],
     make_config: Callable[..., Any],
 ) -> None:
     shards = {suffix: in_database(suffix) for suffix in ("s1", "s2", "s3")}
@@ -67,7 +66,7 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
         racing.enter_context(Racer(db_env, f"{database}_s4"))
         commands.stream(spark, config, available_now=True)
         # Crashed after the batch's first MERGE into the route's silver, before the next shard's.
-        with crashed_at("binlake.silver.merge:TableApply._merge", "after", 1):
+        with crashed_at("binlake.silver.merge:TableApply.merge_silver", "after", 1):
             commands.stream(spark, config, available_now=True)
     commands.stream(spark, config, available_now=True)
 
@@ -96,7 +95,7 @@ def test_shards_routed_into_one_silver_keep_apart_through_ddl_and_a_kill(
 
 def test_a_route_refuses_scd2_and_a_target_another_table_owns(
     database: str,
-    in_database: Callable[[str], Runner],  # noqa: F811
+    in_database: Callable[[str], Runner],
     make_config: Callable[..., Any],
     spark: Any,
 ) -> None:

@@ -14,15 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from binlake.config.secrets import with_resolved_password
 from binlake.model.capture import Capture
 from binlake.model.changes import Op, Row
 from binlake.model.offsets import BinlogOffset
 from binlake.model.typemap import map_table
-from binlake.mysql.binlog import BatchBudget, _transactions, read_changes
-from binlake.mysql.server import connection, current_offset, load_schema
+from binlake.mysql.binlog import read_changes
+from binlake.mysql.connection import connection
+from binlake.mysql.discovery import load_schema
+from binlake.mysql.server import current_offset
+from binlake.mysql.transactions import transactions
 from binlake.snapshot.chunk_reader import ChunkReader
 from binlake.snapshot.chunks import ChunkRange
-from binlake.snapshot.task import with_resolved_password
 
 # Flink CDC's own fixture (Apache-2.0, header kept), vendored so a clean clone has it.
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "flink-cdc"
@@ -104,7 +107,7 @@ def _check_table(
     sql(f"DELETE FROM `{name}`")
     sql(f"CREATE TABLE `{name}_after` (id INT)")  # a transaction after the deletes
     changes = _decoded(source, table, server_id, start)
-    counted = _transactions(source, server_id, start, BatchBudget(Capture(table.database, None)))
+    counted = transactions(source, server_id, start, Capture(table.database, None))
     # What bounds a batch by changes counts them from widths alone, over every type here.
     assert list(counted)[-1][2] == len(changes)
     by_op: dict[Op, list[Any]] = {op: [c for c in changes if c.table.endswith(name)] for op in Op}
@@ -167,14 +170,14 @@ def test_edge_values_decode_as_the_snapshot_reads_them(
 def test_connections_share_one_tls_context(make_config: Callable[..., Any]) -> None:
     """Every PyMySQL connection used to build its own TLS context (~33 ms, most of a short
     chunk replay); binlake's connections, the binlog reader's included, share one."""
-    from binlake.mysql.binlog import _open
-    from binlake.mysql.server import Connection
+    from binlake.mysql.connection import Connection
+    from binlake.mysql.replication import open_stream
 
     source = with_resolved_password(make_config().source)
     with connection(source) as first, connection(source) as second:
         assert first.ctx is second.ctx is Connection._preferred_tls is not None
         start = current_offset(first)
-    stream = _open(source, source.server_id_range[0], start)
+    stream = open_stream(source, source.server_id_range[0], start)
     try:
         assert stream.pymysql_wrapper is Connection
     finally:

@@ -16,9 +16,10 @@ from binlake.errors import SchemaChangeError
 from binlake.jobs import commands
 from binlake.lake.files import ArrowFiles, HadoopFiles
 from binlake.lake.paths import tables_path
-from binlake.mysql.schema_history import StreamTables
-from binlake.silver import merge
+from binlake.lake.stream_tables import StreamTables
+from binlake.silver import spread
 
+from .child_runs import KILL_POINTS, run_killed_at, write_config
 from .crash import crashed_at
 from .items import (
     ITEMS,
@@ -29,7 +30,6 @@ from .items import (
     source_columns,
     wait_for,
 )
-from .test_faults import KILL_POINTS, run_killed_at, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -268,7 +268,7 @@ def test_table_added_to_the_config_joins_without_losing_changes(
 ) -> None:
     """The joining table's catch-up, large here (over a limit of 20 changes per task), is
     typed in several tasks like a large batch."""
-    monkeypatch.setattr(merge, "CHANGES_PER_TASK", 20)
+    monkeypatch.setattr(spread, "CHANGES_PER_TASK", 20)
     merges = observed_merges(monkeypatch)
     seed_items(sql, 200, copy="later")
     config = make_config(source={"tables": ["items"]})

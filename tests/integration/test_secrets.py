@@ -9,7 +9,6 @@ searched for the password, its base64 (at each byte alignment) and its hex form.
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import subprocess
@@ -29,30 +28,14 @@ from binlake.bundle.tasks import task_arguments
 from binlake.errors import BinlakeError
 from binlake.jobs import commands
 
+from .accounts import MINIMAL
+from .assertions import assert_no_leak
 from .replay import subprocess_env
-from .test_privileges import MINIMAL, account  # noqa: F401  (`account` is a fixture)
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_ENV = "BINLAKE_TEST_SECRET"
-
-
-def leak_forms(password: str) -> list[bytes]:
-    """The password as bytes, hex, and base64 wherever it starts within an encoded buffer."""
-    raw = password.encode()
-    forms = [raw, raw.hex().encode()]
-    for shift in range(3):
-        encoded = base64.b64encode(b"\0" * shift + raw)
-        # Drop the characters that also encode the padding bytes before and after it.
-        forms.append(encoded[(shift * 4 + 2) // 3 + 1 : -4])
-    return forms
-
-
-def assert_no_leak(password: str, what: str, data: bytes | str) -> None:
-    blob = data.encode(errors="replace") if isinstance(data, str) else data
-    for form in leak_forms(password):
-        assert form not in blob, f"the password ({form!r}) leaked into {what}"
 
 
 def _cli(args: list[str], config_file: Path, password: str) -> subprocess.CompletedProcess[str]:
@@ -71,7 +54,7 @@ def _cli(args: list[str], config_file: Path, password: str) -> subprocess.Comple
 def test_password_appears_nowhere(
     spark: Any,
     sql: Any,
-    account: Callable[..., Any],  # noqa: F811
+    account: Callable[..., Any],
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,

@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from binlake.errors import SourceError
+from binlake.mysql.connection import connection
 from binlake.mysql.prerequisites import validate
-from binlake.mysql.server import connection
 from binlake.snapshot.task import run_snapshot
 
+from .assertions import assert_bronze_equals_source
 from .replay import Oracle, connect, subprocess_env
-from .test_snapshot import assert_bronze_equals_source
 
 pytestmark = pytest.mark.integration
 

@@ -30,19 +30,18 @@ from binlake.runtime.spark import (
 )
 from binlake.silver import merge
 from binlake.silver.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
+from binlake.silver.change_summary import MERGE_KEY_LIST_LIMIT, summary_of_records
 from binlake.silver.merge import (
-    MERGE_KEY_LIST_LIMIT,
     OFFSET_COLUMN,
     ChangelogEnds,
     TableApply,
     changelog_table,
     ensure_silver,
     silver_table,
-    summary_of_records,
     typed_changes,
 )
-from binlake.stream import sink
-from binlake.stream.sink import batch_summary
+from binlake.stream import batch_summary as summaries
+from binlake.stream.batch_summary import batch_summary
 
 pytestmark = pytest.mark.integration
 
@@ -284,11 +283,11 @@ def test_a_collected_batchs_summary_is_the_one_spark_computes(
     spark: SparkSession, config: Config, table: TableSchema, changes: list[Change]
 ) -> None:
     """A small batch is summarised on the driver from its collected records
-    (`summary_of_records`) instead of by `TableApply._summary`'s Spark job: both must name the
+    (`summary_of_records`) instead of by `TableApply.summarise`'s Spark job: both must name the
     same keys, bounds and offsets, or the MERGE would skip files holding the batch's rows."""
     batch = _batch(spark, table, changes)
     apply = TableApply(config, table, spark_schema(table))
-    by_spark = apply._summary(typed_changes(batch, apply.columns, apply.table))
+    by_spark = apply.summarise(typed_changes(batch, apply.columns, apply.table))
     collected = summary_of_records(batch.collect(), table, spark_schema(table))
     assert collected is not None
     for summary in (by_spark, collected):
@@ -302,7 +301,7 @@ def test_a_small_batch_is_collected_without_its_long_images(
 ) -> None:
     """A few wide rows must not fill the driver: their long images are left out of the
     collected records, and their table is summarised by Spark; a DDL's record stays whole."""
-    monkeypatch.setattr(sink, "IMAGE_BYTES", 40)
+    monkeypatch.setattr(summaries, "IMAGE_BYTES", 40)
     wide: list[Change] = [("insert", 100, None, (1, "x" * 50, None))]
     batch = _batch(spark, ITEMS, [*wide, ("insert", 110, None, (2, "y", None))])
     ddl = spark.createDataFrame(

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -29,122 +28,28 @@ from binlake.lake.paths import ledger_path
 from binlake.snapshot.ledger import Ledger
 from binlake.snapshot.task import run_snapshot
 
+from .assertions import (
+    assert_bronze_equals_source,
+    assert_chunks_match_replay,
+    bronze_path,
+)
 from .replay import (
     Oracle,
     Writers,
     connect,
     fold_ci,
     head_offset,
-    offset_of,
-    read_binlog,
-    states_at,
     subprocess_env,
 )
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-ORACLE_SERVER_ID = 990_000  # outside every make_config range (6000..25999)
 # n = 0..9999 without deep recursion (MariaDB's max_recursive_iterations defaults to 1000).
 _SEQ = (
     "d(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM d WHERE i < 9), "
     "seq(n) AS (SELECT a.i + 10 * b.i + 100 * c.i + 1000 * e.i FROM d a, d b, d c, d e)"
 )
-
-
-def _bronze_path(config: Any, table: str) -> str:
-    return config.lake.path("bronze", config.source.database, table)
-
-
-def _bronze_rows(spark: Any, config: Any, oracle: Oracle) -> list[tuple[tuple[Any, ...], Any]]:
-    """(data row, Spark row) for every bronze row of the oracle's table."""
-    frame = spark.read.format("delta").load(_bronze_path(config, oracle.schema.name))
-    columns = oracle.columns
-    result = []
-    for r in frame.collect():  # by field name: names may hold dots and backticks
-        result.append((tuple(r[c] for c in columns), r))
-    return result
-
-
-def _describe_difference(actual: dict[Any, Any], expected: dict[Any, Any]) -> str:
-    missing = sorted(set(expected) - set(actual), key=repr)[:5]
-    extra = sorted(set(actual) - set(expected), key=repr)[:5]
-    differing = [k for k in expected if k in actual and actual[k] != expected[k]][:3]
-    lines = [f"missing keys {missing}", f"extra keys {extra}"]
-    lines += [f"key {k}: bronze {actual[k]} != source {expected[k]}" for k in differing]
-    return "; ".join(lines)
-
-
-def assert_chunks_match_replay(
-    spark: Any,
-    db_env: dict[str, str],
-    config: Any,
-    oracle: Oracle,
-    initial: dict[Any, Any],
-    start: tuple[str, int],
-) -> dict[str, int]:
-    """Every chunk's bronze rows equal the source's rows of its range as of its HW, exactly."""
-    table = f"{oracle.schema.database}.{oracle.schema.name}"
-    chunks = Ledger(spark, ledger_path(config)).chunks(table)
-    assert chunks, "the ledger has no chunks"
-    assert all(c.finished for c in chunks), [c for c in chunks if not c.finished]
-    by_id = {c.chunk_id: c for c in chunks}
-    hws = {c.chunk_id: offset_of(c.hw.file, c.hw.pos) for c in chunks}
-    assert min(hws.values()) >= offset_of(*start), "a chunk HW precedes the initial offset"
-    changes = read_binlog(db_env, oracle, start, max(hws.values()), ORACLE_SERVER_ID)
-    states = states_at(initial, changes, hws.values(), oracle)
-
-    by_chunk: dict[int, dict[Any, Any]] = {c.chunk_id: {} for c in chunks}
-    seen: Counter[Any] = Counter()
-    for row, spark_row in _bronze_rows(spark, config, oracle):
-        chunk_id = spark_row["_chunk_id"]
-        assert chunk_id in by_chunk, f"bronze row of unknown chunk {chunk_id}"
-        key = oracle.key(row)
-        assert key not in by_chunk[chunk_id], f"key {key} twice in chunk {chunk_id}"
-        by_chunk[chunk_id][key] = row
-        seen[key] += 1
-        chunk = by_id[chunk_id]
-        assert (spark_row["_hw_file"], spark_row["_hw_pos"]) == (chunk.hw.file, chunk.hw.pos)
-    twice = [k for k, n in seen.items() if n > 1]
-    assert not twice, f"keys in more than one chunk: {twice[:10]}"
-
-    raced = replayed = 0
-    for chunk in chunks:
-        hw = hws[chunk.chunk_id]
-        lw = offset_of(chunk.lw.file, chunk.lw.pos)
-        expected = {
-            k: r
-            for k, r in states[hw].items()
-            if oracle.in_range(r[oracle.split_index], chunk.range.start, chunk.range.end)
-        }
-        actual = by_chunk[chunk.chunk_id]
-        assert actual == expected, (
-            f"chunk {chunk.chunk_id} {chunk.range} (LW {chunk.lw}, HW {chunk.hw}) differs from "
-            f"the source at its HW: {_describe_difference(actual, expected)}"
-        )
-        assert chunk.rows == len(expected), (chunk.chunk_id, chunk.rows, len(expected))
-        raced += hw > lw
-        replayed += any(lw < c.offset <= hw for c in changes)
-    summary = {
-        "chunks": len(chunks),
-        "rows": sum(len(v) for v in by_chunk.values()),
-        "chunks_with_hw_after_lw": raced,
-        "chunks_that_replayed_binlog": replayed,
-        "binlog_changes_replayed_by_oracle": len(changes),
-    }
-    print(f"\n{table}: {summary}")
-    return summary
-
-
-def assert_bronze_equals_source(
-    spark: Any, db_env: dict[str, str], config: Any, oracle: Oracle
-) -> None:
-    with connect(db_env) as conn:
-        source = oracle.rows(conn)
-    keys = Counter(oracle.key(row) for row, _ in _bronze_rows(spark, config, oracle))
-    assert [k for k, n in keys.items() if n > 1] == []
-    bronze = {oracle.key(row): row for row, _ in _bronze_rows(spark, config, oracle)}
-    assert bronze == source, _describe_difference(bronze, source)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +171,7 @@ def test_killed_snapshot_resumes_without_rereading_finished_chunks(
     config = make_config(snapshot={"chunk_size": 100, "parallelism": 1, "chunks_per_commit": 2})
     config_file = tmp_path / "binlake.yml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
-    ledger, bronze = ledger_path(config), _bronze_path(config, "t")
+    ledger, bronze = ledger_path(config), bronze_path(config, "t")
 
     log_file = tmp_path / "snapshot.log"
     with log_file.open("w") as log:
@@ -558,7 +463,7 @@ def test_composite_key_table_snapshot(
             oracle = Oracle.load(conn, database, table)
             assert_bronze_equals_source(spark, db_env, config, oracle)
             # All lines of an order sit in one chunk.
-            frame = spark.read.format("delta").load(_bronze_path(config, table))
+            frame = spark.read.format("delta").load(bronze_path(config, table))
             per_order = frame.groupBy("order_id").agg(F.countDistinct("_chunk_id")).collect()
             assert {r[1] for r in per_order} == {1}
 

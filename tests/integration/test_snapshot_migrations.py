@@ -13,7 +13,6 @@ batches; a writer races throughout.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from .items import (
     seed_items,
     source_columns,
 )
-from .test_online_schema_change import pt_online_schema_change
+from .migrations import migrate_during_batches, pt_online_schema_change, run_soon
 
 pytestmark = pytest.mark.integration
 
@@ -51,29 +50,6 @@ MIGRATIONS = [
     ["ALTER TABLE items DROP COLUMN region", "UPDATE items SET qty = 0 WHERE id < 50"],
 ]
 SNAPSHOT = {"chunk_size": 100, "parallelism": 1, "chunks_per_commit": 2}
-
-
-def migrate_during_batches(monkeypatch: Any, sql: Any, migrations: dict[int, list[str]]) -> None:
-    """Run `migrations[n]` while the snapshot reads its commit batch `n` (the batch's window
-    crosses them): the snapshot's own batch step, wrapped, starts them a moment after it."""
-    real = snapshot_task._read_and_commit
-    started = 0
-
-    def read_and_commit(*args: Any, **kwargs: Any) -> Any:
-        nonlocal started
-        started += 1
-        if started in migrations:
-            statements = migrations.pop(started)
-            threading.Thread(target=_run_soon, args=(sql, statements), daemon=True).start()
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(snapshot_task, "_read_and_commit", read_and_commit)
-
-
-def _run_soon(sql: Any, statements: list[str]) -> None:
-    time.sleep(0.3)
-    for statement in statements:
-        sql(statement)
 
 
 def test_migrations_during_a_snapshot_land_without_a_resnapshot(
@@ -103,7 +79,7 @@ def test_pt_online_schema_change_during_a_snapshot_is_followed(
     seed_items(sql, 1600)
     config = make_config(snapshot=SNAPSHOT)
     tool = threading.Thread(target=pt_online_schema_change, args=(db_env, database, tmp_path))
-    real = snapshot_task._read_and_commit
+    real = snapshot_task.read_and_commit
     started = 0
 
     def read_and_commit(*args: Any, **kwargs: Any) -> Any:
@@ -115,7 +91,7 @@ def test_pt_online_schema_change_during_a_snapshot_is_followed(
             tool.join()  # the swap lands before the fifth batch at the latest
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(snapshot_task, "_read_and_commit", read_and_commit)
+    monkeypatch.setattr(snapshot_task, "read_and_commit", read_and_commit)
     with racer():
         commands.snapshot(spark, config)
     assert not tool.is_alive()
@@ -136,7 +112,7 @@ def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
     config = make_config(snapshot=SNAPSHOT)
     truncate = ["TRUNCATE TABLE items", "INSERT INTO items VALUES (1, 'again', 1, 1.00, NULL)"]
     new_key = "ALTER TABLE items DROP PRIMARY KEY, ADD PRIMARY KEY (id, qty)"
-    real_read, real_reset = snapshot_task._read_and_commit, snapshot_task.reset_table
+    real_read, real_reset = snapshot_task.read_and_commit, snapshot_task.reset_table
     items_batches, resets = 0, 0
 
     def read_and_commit(*args: Any, **kwargs: Any) -> Any:
@@ -144,7 +120,7 @@ def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
         if args[3].name == "items":
             items_batches += 1
             if items_batches == 2:  # while its second batch is read
-                threading.Thread(target=_run_soon, args=(sql, truncate), daemon=True).start()
+                threading.Thread(target=run_soon, args=(sql, truncate), daemon=True).start()
             if resets == 1 and not sql("SHOW INDEX FROM items WHERE Column_name = 'qty'"):
                 sql(new_key)  # the re-snapshot's first batch then meets it
         return real_read(*args, **kwargs)
@@ -154,7 +130,7 @@ def test_ddl_the_snapshot_cannot_follow_resnapshots_that_table_by_itself(
         resets += 1
         real_reset(*args, **kwargs)
 
-    monkeypatch.setattr(snapshot_task, "_read_and_commit", read_and_commit)
+    monkeypatch.setattr(snapshot_task, "read_and_commit", read_and_commit)
     monkeypatch.setattr(snapshot_task, "reset_table", reset_table)
     with racer():
         summary = commands.snapshot(spark, config)
@@ -175,7 +151,7 @@ def test_a_snapshot_failing_while_following_a_migration_resumes_exactly(
     seed_items(sql, 1000)
     config = make_config(snapshot=SNAPSHOT)
     with racer():
-        _snapshot_failing_at(spark, config, monkeypatch, "_read_and_commit", 4, before=True)
+        _snapshot_failing_at(spark, config, monkeypatch, "read_and_commit", 4, before=True)
         for statement in MIGRATIONS[0]:
             sql(statement)
         _snapshot_failing_at(spark, config, monkeypatch, "catch_up", 1, before=False)

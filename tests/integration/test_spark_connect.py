@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 
 from binlake.lake.tables import lake_table
 
-from .conftest import REMOTE_TZ
-from .connect_server import log_tail
+from .child_runs import write_config
+from .connect_server import client_command, client_env, run_remote, server_log
 from .items import (
     Racer,
     assert_changelog_holds_each_change_once,
@@ -26,48 +25,24 @@ from .items import (
     logged_events,
     seed_items,
 )
-from .replay import ROOT, subprocess_env
-from .test_faults import write_config
+from .replay import ROOT
 
 #: What the stream logs as each catch-up run starts.
 RUN_STARTS = "stream silver: starting at"
-
-
-def run_remote(remote: tuple[str, Path], config_file: Path, *args: str) -> str:
-    """`binlake ARGS` as a Spark Connect client; its output (stdout and stderr)."""
-    run = subprocess.run(
-        _command(config_file, *args), env=_client_env(remote), capture_output=True, text=True,
-        cwd=ROOT, timeout=600,
-    )  # fmt: skip
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, f"{output[-3000:]}{_server_log(remote)}"
-    return output
-
-
-def _command(config_file: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "binlake", *args, "--config", str(config_file)]
-
-
-def _client_env(remote: tuple[str, Path]) -> dict[str, str]:
-    return {**subprocess_env(), "SPARK_REMOTE": remote[0], "TZ": REMOTE_TZ}
-
-
-def _server_log(remote: tuple[str, Path]) -> str:
-    return "\n--- server log ---\n" + "\n".join(log_tail(p) for p in remote[1].glob("*.log"))
 
 
 @contextlib.contextmanager
 def _streaming(remote: tuple[str, Path], config_file: Path, log: Path) -> Iterator[None]:
     """A continuous `binlake stream` as a Spark Connect client, stopped on exit."""
     with log.open("w") as output:
-        env = {**_client_env(remote), "PYTHONUNBUFFERED": "1"}  # its log, line by line
+        env = {**client_env(remote), "PYTHONUNBUFFERED": "1"}  # its log, line by line
         stream = subprocess.Popen(
-            _command(config_file, "stream"), env=env, stdout=output, stderr=subprocess.STDOUT,
+            client_command(config_file, "stream"), env=env, stdout=output, stderr=subprocess.STDOUT,
             cwd=ROOT,
         )  # fmt: skip
     try:
         yield
-        assert stream.poll() is None, log.read_text()[-3000:] + _server_log(remote)
+        assert stream.poll() is None, log.read_text()[-3000:] + server_log(remote)
     finally:
         stream.terminate()
         stream.wait(timeout=60)

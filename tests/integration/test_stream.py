@@ -32,24 +32,29 @@ import pytest
 import yaml
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from binlake.errors import BinlogPurgedError, SnapshotIncompleteError, SourceError
 from binlake.jobs import commands
 from binlake.jobs.verify import verify_silver
 from binlake.lake.tables import lake_table
 from binlake.model.offsets import BinlogOffset, position_token
-from binlake.model.typemap import spark_schema
 from binlake.mysql.server import current_offset
 from binlake.snapshot.ledger import Ledger
 
+from .assertions import (
+    assert_silver_equals_source,
+    canonical,
+    describe_difference,
+    instant_columns,
+    silver_rows,
+    source_oracle,
+    source_rows,
+)
 from .items import running_stream, wait_for
 from .replay import (
     Oracle,
     Writers,
     connect,
-    fold_ci,
-    identity,
     offset_of,
     read_binlog,
     subprocess_env,
@@ -60,7 +65,6 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 BINLOG_SERVER_ID = 991_000  # the test's own binlog reads; outside every make_config range
-FOLDS: dict[str, Callable[[Any], Any]] = {"accounts": fold_ci}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,70 +94,6 @@ def _checkpoint(config: Any) -> Path:
     return Path(config.lake.path("_system", "checkpoints", config.stream.job_name))
 
 
-def _oracle(db_env: dict[str, str], database: str, table: str) -> Oracle:
-    with connect(db_env, database) as conn:
-        return Oracle.load(conn, database, table, fold=FOLDS.get(table, identity))
-
-
-def _instant_columns(oracle: Oracle) -> set[int]:
-    fields = spark_schema(oracle.schema).fields
-    return {i for i, f in enumerate(fields) if isinstance(f.dataType, T.TimestampType)}
-
-
-def _canonical(row: tuple[Any, ...], instants: set[int]) -> tuple[Any, ...]:
-    """TIMESTAMP values as aware UTC instants (naive ones are in this process's local zone)."""
-    return tuple(
-        v.astimezone(UTC) if i in instants and isinstance(v, datetime) else v
-        for i, v in enumerate(row)
-    )
-
-
-def source_rows(db_env: dict[str, str], oracle: Oracle) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-    instants = _instant_columns(oracle)
-    with connect(db_env, oracle.schema.database) as conn:
-        return {k: _canonical(r, instants) for k, r in oracle.rows(conn).items()}
-
-
-def silver_rows(
-    spark: Any, config: Any, oracle: Oracle, version: int | None = None
-) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-    """Silver's data columns keyed by (collation-folded) row key; asserts keys are unique."""
-    options = {"versionAsOf": str(version)} if version is not None else {}
-    silver = lake_table(config.lake, "silver", config.source.database, oracle.schema.name)
-    frame = silver.read(spark, **options)
-    instants = _instant_columns(oracle)
-    # By field name: names may hold dots and backticks.
-    rows = [_canonical(tuple(r[c] for c in oracle.columns), instants) for r in frame.collect()]
-    keys = Counter(oracle.key(r) for r in rows)
-    duplicated = [k for k, n in keys.items() if n > 1]
-    assert not duplicated, f"silver {oracle.schema.name} holds keys twice: {duplicated[:5]}"
-    return {oracle.key(r): r for r in rows}
-
-
-def describe_difference(actual: dict[Any, Any], expected: dict[Any, Any], what: str) -> str:
-    missing = sorted(set(expected) - set(actual), key=repr)
-    extra = sorted(set(actual) - set(expected), key=repr)
-    differing = [k for k in expected if k in actual and actual[k] != expected[k]]
-    lines = [
-        f"{what}: {len(actual)} rows vs {len(expected)} expected",
-        f"missing {len(missing)} keys {missing[:5]}",
-        f"extra {len(extra)} keys {extra[:5]}",
-        f"{len(differing)} rows differ",
-    ]
-    lines += [f"  key {k}: got {actual[k]} expected {expected[k]}" for k in differing[:3]]
-    return "\n".join(lines)
-
-
-def assert_silver_equals_source(
-    spark: Any, db_env: dict[str, str], config: Any, table: str
-) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-    oracle = _oracle(db_env, config.source.database, table)
-    expected = source_rows(db_env, oracle)
-    actual = silver_rows(spark, config, oracle)
-    assert actual == expected, describe_difference(actual, expected, f"silver {table}")
-    return actual
-
-
 def changelog_rows(spark: Any, config: Any, table: str) -> list[tuple[Any, ...]]:
     name = f"{table}__changelog"
     frame = lake_table(config.lake, "bronze", config.source.database, name).read(spark)
@@ -173,7 +113,7 @@ def filtered_changes(
     raced = sum(1 for c in chunks if c.hw is not None and c.lw is not None and c.hw > c.lw)
     low = min(c.hw for c in chunks if c.hw is not None)
     high = max(c.hw for c in chunks if c.hw is not None)
-    oracle = _oracle(db_env, database, table)
+    oracle = source_oracle(db_env, database, table)
     binary = Oracle(oracle.schema)  # binlake splits key changes by the binary key
     changes = read_binlog(
         db_env, binary, (low.file, low.pos), offset_of(high.file, high.pos), BINLOG_SERVER_ID
@@ -377,7 +317,7 @@ def test_killed_stream_replays_to_the_same_silver_and_changelog(
     print(f"killed batch {victim} after {bursts} bursts")
     for table in TABLES:
         ours = assert_silver_equals_source(spark, db_env, config, table)
-        oracle = _oracle(db_env, database, table)
+        oracle = source_oracle(db_env, database, table)
         theirs = silver_rows(spark, reference, oracle)
         assert ours == theirs, describe_difference(ours, theirs, f"killed vs reference {table}")
         with_offsets = [
@@ -413,7 +353,7 @@ def test_change_data_feed_replays_to_the_final_table(
     with_cursor(sql, lambda cur: seed_items(cur, rng, 300))
     config = configure(source={"tables": ["items"]})
     commands.snapshot(spark, config)
-    oracle = _oracle(db_env, database, "items")
+    oracle = source_oracle(db_env, database, "items")
     initial = source_rows(db_env, oracle)
 
     updated, deleted, moved, inserted = 1_003, 1_006, 1_009, 777
@@ -445,14 +385,14 @@ def test_change_data_feed_replays_to_the_final_table(
     assert ("delete", moved) in by_type and ("insert", 5) in by_type
 
     # Replay the feed over version 0.
-    instants = _instant_columns(oracle)
+    instants = instant_columns(oracle)
     state = silver_rows(spark, config, oracle, version=0)
     order = {"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 3}
     changes.sort(
         key=lambda r: (r["_commit_version"], r["_binlake_offset"], order[r["_change_type"]])
     )
     for change in changes:
-        row = _canonical(tuple(change[c] for c in oracle.columns), instants)
+        row = canonical(tuple(change[c] for c in oracle.columns), instants)
         key, kind = oracle.key(row), change["_change_type"]
         if kind == "update_preimage":
             assert state.get(key) == row, f"preimage of {key} is not the current row"
@@ -478,13 +418,13 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     """Silver starts in key order, one narrow key range per file; a batch of a few keys MERGEs
     with their key list, so it marks rows in their files only (deletion vectors, no file
     rewritten) and the layout survives. A batch over the list limit MERGEs by key range."""
-    from binlake.silver import merge
-    from binlake.stream import sink
+    from binlake.silver import change_summary, file_sizes
+    from binlake.stream import batch_settings
 
-    monkeypatch.setattr(merge, "SILVER_FILE_ROWS", 100)
-    # As a large batch into a large silver: this one would rewrite (`sink.REWRITE_BYTES`).
-    monkeypatch.setattr(sink, "SMALL_SILVER_BYTES", -1)
-    monkeypatch.setattr(sink, "REWRITE_BYTES", -1)
+    monkeypatch.setattr(file_sizes, "SILVER_FILE_ROWS", 100)
+    # As a large batch into a large silver: this one would rewrite (`batch_settings.REWRITE_BYTES`).
+    monkeypatch.setattr(batch_settings, "SMALL_SILVER_BYTES", -1)
+    monkeypatch.setattr(batch_settings, "REWRITE_BYTES", -1)
     rng = random.Random(11)
     config, path = _items_silver(spark, sql, configure, rng)
     files = _silver_files(spark, path)
@@ -502,7 +442,7 @@ def test_small_batches_merge_only_the_files_holding_their_keys(
     assert int(metrics["numTargetDeletionVectorsAdded"]) == 3  # the three keys' files only
     assert_silver_equals_source(spark, db_env, config, "items")
 
-    monkeypatch.setattr(merge, "MERGE_KEY_LIST_LIMIT", 2)
+    monkeypatch.setattr(change_summary, "MERGE_KEY_LIST_LIMIT", 2)
     workload = Workload(1200)
     with_cursor(sql, lambda cur: [tolerant(workload._items, cur, rng) for _ in range(60)])
     commands.stream(spark, config, available_now=True)
@@ -537,16 +477,16 @@ def test_rewriting_merges_keep_silver_files_to_their_size(
     configure: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A batch of few changes rewrites the silver files holding its keys (`sink.REWRITE_BYTES`).
+    """A batch of few changes rewrites the silver files holding its keys (`REWRITE_BYTES`).
     Delta writes a MERGE's output as one file per task, and a small rewrite is one task: three
     touched files came back as one, which the next batch touching any of its keys rewrote again
-    with more, until a file held most of the table and every MERGE rewrote it (a 3-key MERGE into
-    a 1M-row silver: a 225k-row file after 40 batches, 2.1 -> 2.4 s each). Rewriting MERGEs write
-    at most `SILVER_FILE_ROWS` rows per file, key-sorted per task, so a batch rewrites no more
-    than the files its keys are in, however long the stream has run, with writes racing it."""
-    from binlake.silver import merge
+    with more, until a file held most of the table and every MERGE rewrote it, slower batch after
+    batch (bench/results/rewrite-drift-2026-12-05-cap.md). Rewriting MERGEs write at most
+    `SILVER_FILE_ROWS` rows per file, key-sorted per task, so a batch rewrites no more than the
+    files its keys are in, however long the stream has run, with writes racing it."""
+    from binlake.silver import file_sizes
 
-    monkeypatch.setattr(merge, "SILVER_FILE_ROWS", 100)
+    monkeypatch.setattr(file_sizes, "SILVER_FILE_ROWS", 100)
     config, path = _items_silver(spark, sql, configure, random.Random(12))
     files = _silver_files(spark, path)
     assert len(files) >= 12 and max(f["rows"] for f in files) <= 100
@@ -676,7 +616,7 @@ def test_stream_startup_latest_offset_applies_only_later_changes(
         source={"tables": ["items"]},
         stream={"startup_mode": "latest-offset", "trigger_interval": "1s", "job_name": "latest"},
     )
-    oracle = _oracle(db_env, database, "items")
+    oracle = source_oracle(db_env, database, "items")
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -763,7 +703,7 @@ def _assert_starts_after_the_before_row(
     """A catch-up from the start mode's position lands rows 1 and 2 as the source has them, and
     its changelog holds the changes after the 'before' insert, not that insert."""
     commands.stream(spark, config, available_now=True)
-    oracle = _oracle(db_env, database, "items")
+    oracle = source_oracle(db_env, database, "items")
     source = source_rows(db_env, oracle)
     assert silver_rows(spark, config, oracle) == {(1,): source[(1,)], (2,): source[(2,)]}
     notes = sorted(

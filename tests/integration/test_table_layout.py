@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
+from binlake.config.secrets import with_resolved_password
 from binlake.errors import ConfigError
 from binlake.jobs import commands
 from binlake.lake.tables import STATS_COLUMNS, bronze_table
 from binlake.mysql.column_rules import lake_view
-from binlake.mysql.server import connection, load_schema
+from binlake.mysql.connection import connection
+from binlake.mysql.discovery import load_schema
 from binlake.silver.merge import changelog_table, silver_table
-from binlake.snapshot.task import with_resolved_password
 
 from .items import (
     Racer,
@@ -25,7 +26,7 @@ from .items import (
     assert_silver_is_source,
     seed_items,
 )
-from .test_snapshot_migrations import migrate_during_batches
+from .migrations import migrate_during_batches
 
 pytestmark = pytest.mark.integration
 

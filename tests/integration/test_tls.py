@@ -25,12 +25,12 @@ from binlake.jobs.verify import verify_silver
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import Column, TableSchema
 from binlake.mysql.binlog import read_changes
-from binlake.mysql.server import bulk_connection, connection
+from binlake.mysql.connection import bulk_connection, connection
 
+from .assertions import assert_silver_equals_source
 from .replay import Writers, connect
 from .servers import PrivateServer, private_server
-from .test_stream import assert_silver_equals_source
-from .tls_certs import TlsFiles, make_tls_files
+from .tls_certs import TlsFiles, make_tls_files, session_cipher
 from .workload import TABLES, Workload, create_tables, seed
 
 pytestmark = pytest.mark.integration
@@ -98,23 +98,14 @@ def _config(server: PrivateServer, lake: Path | None = None, **source: Any) -> C
     return parse_config(raw)
 
 
-def _cipher(conn: Any) -> str:
-    cur = conn.cursor()
-    try:
-        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
-        return str(cur.fetchone()[1])
-    finally:
-        cur.close()
-
-
 def _pymysql_cipher(config: Config) -> str:
     with connection(config.source) as conn:
-        return _cipher(conn)
+        return session_cipher(conn)
 
 
 def _bulk_cipher(config: Config) -> str:
     with bulk_connection(config.source) as conn:
-        return _cipher(conn)
+        return session_cipher(conn)
 
 
 #: The table `_with_shop` creates, as the binlog reader needs it.

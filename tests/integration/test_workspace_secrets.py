@@ -45,7 +45,7 @@ def test_a_snapshot_reads_the_password_from_the_secret_scope_and_never_logs_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The driver's connections and the Spark tasks' chunk reads all use the secret's value;
-    the stream takes the same resolved source (`snapshot.with_resolved_password`)."""
+    the stream takes the same resolved source (`config.secrets.with_resolved_password`)."""
     password = db_env["BINLAKE_SOURCE_PASSWORD"]
     workspace_api.secrets[("binlake", "source-password")] = password
     monkeypatch.delenv("BINLAKE_SOURCE_PASSWORD")

@@ -1,5 +1,6 @@
 """Throwaway TLS material for the TLS tests: a CA, a server certificate it signs for 127.0.0.1 and
-localhost, and an unrelated CA. Made per test run in a temp dir; nothing is committed."""
+localhost, and an unrelated CA. Made per test run in a temp dir; nothing is committed. And the
+cipher a connection's session negotiated."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import ipaddress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -112,3 +114,13 @@ def make_tls_files(directory: Path) -> TlsFiles:
     files.key.chmod(0o600)
     files.other_ca.write_bytes(_pem(other))
     return files
+
+
+def session_cipher(conn: Any) -> str:
+    """The TLS cipher a connection's session negotiated ("" for a plain connection)."""
+    cur = conn.cursor()
+    try:
+        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        return str(cur.fetchone()[1])
+    finally:
+        cur.close()

@@ -9,6 +9,7 @@ be read, tested or changed on its own.
 from __future__ import annotations
 
 import ast
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -85,3 +86,20 @@ def test_the_modules_import_each_other_without_a_circle() -> None:
         tuple(TopologicalSorter(_graph()).static_order())
     except CycleError as exc:
         raise AssertionError(f"import circle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_the_architecture_tour_names_every_module() -> None:
+    """docs/architecture.md lists each package's modules: a module added, moved or renamed without
+    the tour following it fails here, so the tour cannot drift from the code."""
+    tour = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text()
+    sections = dict(re.findall(r"^### binlake\.(\w+)\n(.*?)(?=^### |\Z)", tour, re.M | re.S))
+    missing = [
+        f"binlake.{package}.{module.stem}"
+        for package in FLOORS
+        for module in sorted((PACKAGE / package).glob("*.py"))
+        if module.stem != "__init__" and f"`{module.stem}`" not in sections.get(package, "")
+    ]
+    assert set(sections) >= set(FLOORS), (
+        f"packages without a section: {set(FLOORS) - set(sections)}"
+    )
+    assert not missing, f"modules docs/architecture.md does not name in their package: {missing}"

@@ -52,19 +52,34 @@ def build_parser(more_commands: MoreCommands | None = None) -> argparse.Argument
     )
     parser.add_argument("--version", action="version", version=f"binlake {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _job_commands(commands, verbosity)
+    _report_commands(commands, verbosity)
+    if more_commands is not None:
+        more_commands(commands, verbosity)
+    return parser
 
-    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=summary, description=description, parents=[verbosity])
-        sub.add_argument("--config", help="YAML config file (keys: see the README)")
-        sub.add_argument(
-            "--set",
-            action="append",
-            metavar="KEY=VALUE",
-            help="override a config key, e.g. --set snapshot.parallelism=2 (repeatable)",
-        )
-        return sub
 
-    snapshot = command(
+def _command(
+    commands: Any, verbosity: argparse.ArgumentParser, name: str, summary: str, description: str
+) -> argparse.ArgumentParser:
+    """A job command's parser, with the options every job command takes: `--config`, `--set`
+    and `-v`."""
+    sub = commands.add_parser(name, help=summary, description=description, parents=[verbosity])
+    sub.add_argument("--config", help="YAML config file (keys: docs/configuration.md#every-key)")
+    sub.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set snapshot.parallelism=2 (repeatable)",
+    )
+    return sub
+
+
+def _job_commands(commands: Any, verbosity: argparse.ArgumentParser) -> None:
+    """The commands a job runs, each with `--job-id`: `snapshot`, `stream` and `run`."""
+    snapshot = _command(
+        commands,
+        verbosity,
         "snapshot",
         "bronze snapshot: plan chunks, read them lock-free, write bronze",
         "Split each captured table by its key into chunks, read the chunks in parallel without "
@@ -84,7 +99,9 @@ def build_parser(more_commands: MoreCommands | None = None) -> argparse.Argument
         help="with --tables: forget their snapshot, silver and changelog and snapshot them "
         "again while the stream keeps applying the other tables",
     )
-    stream = command(
+    stream = _command(
+        commands,
+        verbosity,
         "stream",
         "silver stream: tail the binlog and MERGE into silver",
         "Tail the binlog from the snapshot's smallest high watermark (or stream.startup_mode), "
@@ -94,26 +111,13 @@ def build_parser(more_commands: MoreCommands | None = None) -> argparse.Argument
     stream.add_argument(
         "--available-now", action="store_true", help="catch up to the binlog head, then stop"
     )
-    run = command(
+    run = _command(
+        commands,
+        verbosity,
         "run",
         "snapshot, then stream with --available-now",
         "Finish the snapshot (a no-op once the ledger is complete), then catch silver up to the "
         "binlog head and stop: what a scheduled catch-up job runs.",
-    )
-    status = command(
-        "status",
-        "chunks done/total, rows and stream lag per table",
-        "Per table: snapshot chunks done/total, bronze and silver rows; the stream's offset and "
-        "its lag behind the source's binlog head.",
-    )
-    status.add_argument(
-        "--json", action="store_true", help="print one JSON object, for scripts and alerts"
-    )
-    command(
-        "verify",
-        "compare silver with the source; exit 1 on a difference",
-        "Compare every silver table with the source chunk by chunk (the source read without "
-        "locks) and name the keys that differ; exit 1 on a difference.",
     )
     for job_command in (snapshot, stream, run):
         job_command.add_argument(
@@ -122,9 +126,29 @@ def build_parser(more_commands: MoreCommands | None = None) -> argparse.Argument
             help="the Databricks job running this command (the bundle passes {{job.id}}): a "
             "stop that a retry cannot fix pauses the job's trigger, schedule or continuous run",
         )
-    if more_commands is not None:
-        more_commands(commands, verbosity)
-    return parser
+
+
+def _report_commands(commands: Any, verbosity: argparse.ArgumentParser) -> None:
+    """The commands that report on the lake: `status` and `verify`."""
+    status = _command(
+        commands,
+        verbosity,
+        "status",
+        "chunks done/total, rows and stream lag per table",
+        "Per table: snapshot chunks done/total, bronze and silver rows; the stream's offset and "
+        "its lag behind the source's binlog head.",
+    )
+    status.add_argument(
+        "--json", action="store_true", help="print one JSON object, for scripts and alerts"
+    )
+    _command(
+        commands,
+        verbosity,
+        "verify",
+        "compare silver with the source; exit 1 on a difference",
+        "Compare every silver table with the source chunk by chunk (the source read without "
+        "locks) and name the keys that differ; exit 1 on a difference.",
+    )
 
 
 def _verbosity(default: object) -> argparse.ArgumentParser:

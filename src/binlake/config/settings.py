@@ -1,14 +1,14 @@
 """The YAML configuration: one validated object per concern, built once at the entry point.
 
-The key names are a contract (the README's "Configuration"); bundle job parameters map onto the
+The key names are a contract (docs/configuration.md#every-key); bundle job parameters map onto the
 same dotted keys through `overrides`. Secrets are references: `source.password_env` names an
 environment variable; an inline `source.password` is accepted for local use but never printed.
+The model holds validated data and pure lookups only: `config.secrets` reads the secrets it names.
 """
 
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -105,7 +105,7 @@ class SourceConfig(_Section):
     tls_cert: str | None = None
     tls_key: str | None = None
 
-    #: The salt, resolved once on the driver (`with_resolved_secrets`); never serialised.
+    #: The salt, resolved once on the driver (`config.secrets.with_hash_salt`); never dumped.
     _hash_salt: SecretStr | None = PrivateAttr(default=None)
 
     @field_validator("database", mode="before")
@@ -138,31 +138,25 @@ class SourceConfig(_Section):
         """The column rules of `table` ("db.table"); None: every column lands as it is."""
         return next((r for p, r in self.column_rules.items() if table_matches(p, table)), None)
 
-    def resolve_hash_salt(self) -> str:
-        """The salt of hashed columns: resolved on the driver, or read from the secret or the
-        environment variable now."""
-        if self._hash_salt is not None:
-            return self._hash_salt.get_secret_value()
-        if self.hash_salt_secret:
-            from binlake.config.secrets import read_secret
+    @property
+    def hashes(self) -> bool:
+        """Whether a column rule hashes columns (only then is a salt needed)."""
+        return any(rule.hash for rule in self.column_rules.values())
 
-            return read_secret(self.hash_salt_secret)
-        value = os.environ.get(self.hash_salt_env or "")
-        if not value:
-            raise ConfigError(
-                f"source.column_rules hash columns, and the environment variable "
-                f"{self.hash_salt_env!r} (source.hash_salt_env) holding their salt is not set: "
-                "export a long random salt there (or set source.hash_salt_secret); keep it, "
-                "since another salt hashes the same value differently"
-            )
-        return value
+    @property
+    def carried_hash_salt(self) -> SecretStr | None:
+        """The salt of hashed columns a resolved copy carries (`with_secrets`); None where it
+        was not resolved."""
+        return self._hash_salt
 
-    def with_hash_salt(self) -> SourceConfig:
-        """A copy carrying the salt, for Spark tasks that have no environment of their own
-        (only when a rule hashes)."""
-        copy = self.model_copy()
-        if any(rule.hash for rule in self.column_rules.values()):
-            copy._hash_salt = SecretStr(self.resolve_hash_salt())
+    def with_secrets(
+        self, password: SecretStr | None = None, hash_salt: SecretStr | None = None
+    ) -> SourceConfig:
+        """A copy carrying secrets resolved elsewhere (`config.secrets`): `password` as the
+        inline password, `hash_salt` as the salt of hashed columns; None keeps what is there."""
+        copy = self.model_copy(update=None if password is None else {"password": password})
+        if hash_salt is not None:
+            copy._hash_salt = hash_salt
         return copy
 
     @field_validator("row_filters", mode="before")
@@ -240,24 +234,6 @@ class SourceConfig(_Section):
             )
         return self
 
-    def resolve_password(self) -> str:
-        """The password, read from the environment at the moment it is needed."""
-        if self.password is not None:
-            return self.password.get_secret_value()
-        if self.password_secret:
-            from binlake.config.secrets import read_secret
-
-            return read_secret(self.password_secret)
-        if self.password_env:
-            value = os.environ.get(self.password_env)
-            if value is None:
-                raise ConfigError(
-                    f"source.password_env names the environment variable {self.password_env!r}, "
-                    "which is not set: export it, or set source.password for a local setup"
-                )
-            return value
-        return ""
-
 
 class SnapshotConfig(_Section):
     #: Rows per chunk.
@@ -277,9 +253,9 @@ class SnapshotConfig(_Section):
     distribution_factor_upper: Annotated[float, Field(gt=0)] = 1000.0
     distribution_factor_lower: Annotated[float, Field(gt=0)] = 0.05
     #: Chunks committed to bronze and the ledger together; 0 = automatic: enough chunks for
-    #: about 1,000,000 rows, at least 4 × parallelism. Smaller loses less work to a crash, larger
-    #: spends less time in Delta commits (~3 s each; measured: 1 M rows in one commit ran 2×
-    #: faster than in four).
+    #: about 1,000,000 rows, at least 4 × parallelism. Smaller loses less work to a crash; larger
+    #: spends less of the snapshot in Delta commits, each a fixed cost whatever its rows
+    #: (docs/performance.md#measured-constants).
     chunks_per_commit: Annotated[int, Field(ge=0)] = 0
 
     @property

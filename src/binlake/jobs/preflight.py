@@ -18,8 +18,9 @@ import pymysql
 
 from binlake.config.settings import Config, LakeConfig, SourceConfig
 from binlake.errors import LakeError, SourceError
+from binlake.mysql.connection import connection, query
 from binlake.mysql.prerequisites import validate
-from binlake.mysql.server import ER_SPECIFIC_ACCESS_DENIED, connection, query
+from binlake.mysql.server import ER_SPECIFIC_ACCESS_DENIED
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,9 @@ from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import SparkSession
 
+from binlake.config.secrets import with_resolved_password
 from binlake.config.settings import Config
-from binlake.lake.files import ArrowFiles, LakeFiles, join
+from binlake.lake.files import ArrowFiles, LakeFiles, batch_ids, join
 from binlake.lake.paths import (
     DELETED_COLUMN,
     IS_CURRENT,
@@ -31,16 +32,16 @@ from binlake.lake.paths import (
     ledger_path,
     tables_path,
 )
+from binlake.lake.stream_tables import StreamTables
 from binlake.lake.tables import PathTable, lake_table
 from binlake.model.offsets import bytes_behind
+from binlake.mysql.connection import connection
 from binlake.mysql.lineage import current_lineage
 from binlake.mysql.retention import duration, expiry_seconds
-from binlake.mysql.schema_history import StreamTables
-from binlake.mysql.server import binlog_sizes, connection, current_offset
+from binlake.mysql.server import binlog_sizes, current_offset
 from binlake.silver.merge import keeps_history, live_rows
 from binlake.silver.routes import member_of, silver_name
 from binlake.snapshot.ledger import ChunkState, current_chunks
-from binlake.snapshot.task import batch_ids, with_resolved_password
 from binlake.stream.task import checkpoint_offset
 
 

@@ -20,20 +20,21 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from binlake.config.secrets import with_resolved_password
 from binlake.config.settings import Config, SourceConfig
 from binlake.lake.paths import ledger_path
 from binlake.lake.tables import column_name
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import spark_schema
 from binlake.mysql.column_rules import lake_view
+from binlake.mysql.connection import connection
 from binlake.mysql.prerequisites import validate
-from binlake.mysql.server import connection
 from binlake.silver.merge import live_rows, silver_table
 from binlake.snapshot.chunks import ChunkRange, chunk_of, decode_key, encode_key
 from binlake.snapshot.ledger import ChunkState, Ledger
 from binlake.snapshot.planner import key_order
 from binlake.snapshot.row_filters import check_row_filters
-from binlake.snapshot.task import read_chunks, with_resolved_password
+from binlake.snapshot.task import read_chunks
 
 
 @dataclass(frozen=True)

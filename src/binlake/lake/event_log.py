@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 
 #: Events other than a stream batch's wait at most this long for their append.
 FLUSH_EVERY_S = 30.0
-#: A stream batch's events go out at once unless an append began less than this long ago (a
-#: small Delta append costs about a second of the two cores a 1 s trigger keeps busy).
+#: A stream batch's events go out at once unless an append began less than this long ago: a
+#: small Delta append is a Spark job of its own, and a short trigger leaves little room for one
+#: per batch.
 BATCH_FLUSH_S = 10.0
 #: Events appended at once: each ends or begins a run, which may be killed right after (a
 #: continuous stream is stopped by a signal). The ones inside a batch go with the batch's append.
@@ -250,7 +251,7 @@ class EventLog(logging.Handler):
         """The stream query ended by itself (available-now): Spark committed every batch it ran
         and replays none of them, so their pending rows go out without the idempotent-write
         version. Its check is what a small append mostly costs (Delta rebuilds the table's
-        state to read the stored version: ~1.1 s against ~0.5 s on two cores), and the append
+        state to read the stored version, about as much again as the append), and the append
         at a run's end is one the job waits for."""
         with self._buffer:
             self._txn = None

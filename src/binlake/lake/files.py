@@ -125,9 +125,9 @@ class HadoopFiles(LakeFiles):
     A path that may well be missing (a table's first schema history, a reset that is not
     pending, a lease nobody holds) is asked `exists` first: a Java exception
     through py4j is costly, since PySpark classifies each one against its known error classes,
-    a JVM round trip apiece (measured ~14 ms per missing file, a fifth of a 60-table snapshot's
-    time), where `exists` is one round trip. A file removed between the two still reads as
-    missing.
+    a JVM round trip apiece, where `exists` is one round trip; a snapshot of many tables meets
+    hundreds of missing files on its critical path (docs/performance.md#measured-constants). A
+    file removed between the two still reads as missing.
     """
 
     def __init__(self, spark: SparkSession) -> None:
@@ -288,9 +288,10 @@ class ArrowFiles(LakeFiles):
 
     def names(self, folder: str) -> list[str]:
         """A missing folder lists empty. A local folder is read with `os.listdir` (readdir
-        alone): pyarrow stats each entry, and an entry another process deletes meanwhile made
-        it return part of the folder, without an error (measured: a `VersionedText` writer saw
-        2 of 12 versions and took a stale version for the newest, and a change was lost)."""
+        alone), so a listing holds every entry that outlives it: pyarrow stats each entry, and
+        an entry another process deletes meanwhile makes it return part of the folder without
+        an error, so that a `VersionedText` writer could take a stale version for the newest
+        and lose a change (`test_stream_tables`'s many-processes test holds it to that)."""
         system, where = _arrow(folder)
         if isinstance(system, pafs.LocalFileSystem):
             try:
@@ -370,6 +371,12 @@ def _arrow_root(uri: str) -> tuple[pafs.FileSystem, str]:
     """One file system per bucket or container and process: `from_uri` may ask the store where
     the bucket lives."""
     return pafs.FileSystem.from_uri(uri)
+
+
+def batch_ids(files: LakeFiles, log: str) -> list[int]:
+    """The micro-batch ids a streaming checkpoint's `offsets` or `commits` log holds (its files
+    are named by id; Spark's temporary and checksum files are not)."""
+    return [int(name) for name in files.names(log) if name.isdigit()]
 
 
 #: Versions a `VersionedText` keeps: an older one goes when a change creates one this much newer.

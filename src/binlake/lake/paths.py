@@ -1,5 +1,5 @@
 """Where each part of the lake lives: every module asks here, so each place is named once (the
-README's "Lakehouse layout" table).
+table of docs/lakehouse.md#layout).
 
 Bronze, the changelog and silver are tables, at a path under `lake.root` or in a catalog
 (`lake.lake_table`). binlake's own state lives under `lake.root/_system` in both cases: the

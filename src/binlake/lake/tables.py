@@ -182,8 +182,8 @@ class PathTable(LakeTable):
 
         A path without a Delta log is answered without asking Delta where the file system can
         say so (`LakeFiles.surely_absent`): on a classic driver, Spark's error for it is
-        classified by PySpark through py4j, ~70 ms a table (a snapshot's or a stream's first
-        look at each of many tables)."""
+        classified by PySpark through py4j, which is slow enough to matter on a snapshot's or a
+        stream's first look at each of many tables."""
         if driver_files(spark).surely_absent(join(self.path, "_delta_log")):
             return None
         try:
@@ -269,10 +269,10 @@ def local_frame(
     as a DataFrame of `schema`, handed to Spark as one Arrow table.
 
     Not `createDataFrame(rows)`: on a classic driver that is a Python RDD, and every job over it
-    runs Python workers to unpickle the rows, one task per default partition. Measured on two
-    cores, a small Delta append (a ledger mark, an event) 0.47 s from rows, 0.19 s through
-    Arrow; creating an empty table 0.65 s, 0.38 s. A Spark Connect client sends Arrow either
-    way."""
+    runs Python workers to unpickle the rows, one task per default partition: a small append
+    (a ledger mark, an event) costs less than half as much through Arrow
+    (docs/performance.md#measured-constants).
+    A Spark Connect client sends Arrow either way."""
     arrow = to_arrow_schema(schema, **_UTC_ARROW)
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(arrow)
     table = pa.Table.from_arrays(
@@ -377,12 +377,12 @@ def column_name(name: str) -> str:
 _UNMAPPED_FORBIDDEN = frozenset(" ,;{}()\n\t=")
 
 
-#: Table properties silver and the changelog are created with: the tables a stream commits to
-#: in every batch. Delta writes a checkpoint every `checkpointInterval` commits, in the thread
-#: that committed, and at its default (10) every tenth batch paid about a second more (a
-#: 4-change MERGE into a 20,000-row silver, 30 each: p95 2.95 s at 10, 2.25 s at 100). The
-#: price is a cold start's log replay of up to 99 small JSON commits instead of 9. A table's
-#: `lake.table_layout` properties, set after creation, take precedence.
+#: Table properties silver and the changelog are created with: the tables a stream commits to in
+#: every batch. Delta writes a checkpoint every `checkpointInterval` commits, in the thread that
+#: committed, and at its default (10) every tenth batch paid for one, which showed in the stream's
+#: p95 latency (docs/performance.md#measured-constants). The price is a cold start's log replay of
+#: up to 99 small JSON commits instead of 9. A table's `lake.table_layout` properties, set after
+#: creation, take precedence.
 STREAMED_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
 
 #: The Delta table property naming the columns whose statistics each new file's entry holds.

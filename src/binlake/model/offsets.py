@@ -61,7 +61,8 @@ class BinlogOffset:
     """A position in the source's binlog; the same value serves the ledger and the stream.
 
     Offsets are compared once per change in the stream's filter, so the order key is computed
-    once, at construction (profiled: re-parsing the file name cost ~30 % of stream time).
+    once, at construction: re-parsing the file name per comparison was a large share of the
+    stream's time (docs/performance.md#measured-constants).
     """
 
     file: str  # as the lake stores it: the server's name, `@n` on lineage n > 0

@@ -5,8 +5,8 @@ snapshot SELECTs it with, the normaliser that turns a driver's (or the binlog de
 into the value that lands, and the exact literal of a landed key value. The snapshot reads values
 through the text protocol (MySQLdb or PyMySQL, `source.bulk_driver`; session in UTC and
 utf8mb4); `row_images` decodes binlog row
-images to the same values. A value lands identically whichever path brought it; the README's type
-table lists the mapping and the reason for each choice.
+images to the same values. A value lands identically whichever path brought it; the type table
+(docs/lakehouse.md#how-each-type-lands) lists the mapping and the reason for each choice.
 """
 
 from __future__ import annotations

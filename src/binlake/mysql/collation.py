@@ -26,7 +26,7 @@ import pymysql
 
 from binlake.errors import SourceError
 from binlake.model.schema import Column
-from binlake.mysql.server import query
+from binlake.mysql.connection import query
 
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 _BATCH = 500

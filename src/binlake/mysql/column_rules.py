@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from binlake.config.secrets import hash_salt
 from binlake.config.settings import ColumnRule, SourceConfig
 from binlake.errors import ConfigError
 from binlake.model.schema import Column, TableSchema
@@ -103,11 +104,7 @@ def projection(source: SourceConfig, table: TableSchema) -> Projection:
         n = len(table.columns)
         return Projection(n, tuple(range(n)), (None,) * n)
     excluded, hashed, masked = _lower(rule.exclude), _lower(rule.hash), _lower(rule.mask)
-    salt = (
-        source.resolve_hash_salt().encode()
-        if hashed & {c.lower() for c in table.column_names}
-        else b""
-    )
+    salt = hash_salt(source).encode() if hashed & {c.lower() for c in table.column_names} else b""
     keep, values = [], []
     for i, column in enumerate(table.columns):
         name = column.name.lower()

@@ -11,9 +11,17 @@ stops the stream with the reset error instead of being resumed.
 from __future__ import annotations
 
 import pymysql
+from pymysqlreplication.event import MariadbGtidEvent
 
+from binlake.config.settings import SourceConfig
 from binlake.model.offsets import BinlogOffset
-from binlake.mysql.server import current_offset, query
+from binlake.mysql.connection import connection, query
+from binlake.mysql.replication import (
+    ER_MASTER_FATAL_ERROR_READING_BINLOG,
+    open_stream,
+    reconnecting_read,
+)
+from binlake.mysql.server import current_offset
 
 #: Reads of the GTID position around `SHOW MASTER STATUS` before giving up on an agreeing pair.
 _HEAD_READS = 5
@@ -81,3 +89,31 @@ def gtid_at(conn: pymysql.Connection, offset: BinlogOffset) -> str | None:
 def server_identity(conn: pymysql.Connection) -> int:
     """The source's `server_id`: a promoted replica answering at the same address has another."""
     return int(query(conn, "SELECT @@GLOBAL.server_id")[0][0])
+
+
+def offset_of_gtid(source: SourceConfig, server_id: int, gtid: str) -> BinlogOffset | None:
+    """Where GTID position `gtid` ends in the source's binlog (server coordinates, with `gtid`):
+    the start of the first transaction after it, or the head if none follows yet. None when the
+    source does not hold that position: purged, or never written there (a replica promoted
+    before it received every transaction the stream read: a history that diverged)."""
+    return reconnecting_read(source)(_offset_of_gtid, source, server_id, gtid)
+
+
+def _offset_of_gtid(source: SourceConfig, server_id: int, gtid: str) -> BinlogOffset | None:
+    for _ in range(2):  # the head, then a dump from the position: one of them finds it
+        with connection(source) as conn:
+            head = gtid_head(conn)
+        if head.gtid and same_position(head.gtid, gtid):
+            return head.with_gtid(gtid)
+        stream = open_stream(source, server_id, gtid, only_events=[MariadbGtidEvent])
+        try:
+            for event in stream:
+                begins = event.packet.log_pos - event.packet.event_size
+                return BinlogOffset(stream.log_file, begins, gtid)
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                return None
+            raise
+        finally:
+            stream.close()
+    return None

@@ -5,7 +5,7 @@ its current lineage is (`_system/lineage.json`: number, `server_id`, where the s
 it); lineage 0 is the server the lake was built from. When the stream starts and finds that its
 position no longer holds its history there — another server answers at the source's address
 (a replica promoted after a failover), or the server's binlog was reset — it finds the same
-GTID position in the new binlog (`binlog.offset_of_gtid`) and goes on from there, on the next
+GTID position in the new binlog (`gtids.offset_of_gtid`) and goes on from there, on the next
 lineage: every offset read from then on sorts after every offset before (`offsets`), so the
 ledger's watermarks, the schema history and silver's `_binlake_offset` keep their order and
 nothing is applied twice or skipped.
@@ -30,9 +30,10 @@ from binlake.lake.event_log import event
 from binlake.lake.files import LakeFiles
 from binlake.lake.paths import system_path
 from binlake.model.offsets import BinlogOffset
-from binlake.mysql.binlog import lost_remedy, offset_of_gtid, resnapshot_remedy
-from binlake.mysql.gtids import gtid_at, same_position, server_identity
-from binlake.mysql.server import binlog_files, connection
+from binlake.mysql.connection import connection
+from binlake.mysql.gtids import gtid_at, offset_of_gtid, same_position, server_identity
+from binlake.mysql.lost_binlog import lost_remedy, resnapshot_remedy
+from binlake.mysql.server import binlog_files
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,7 @@
 watermark's guarantee, the tables and their keys, the privileges (asked of the server by doing
 what the job does) and the column types binlake can land.
 
-Kept apart from `source`, on which the binlog reader builds: the privilege check opens a binlog
-dump as the readers do.
+The privilege check opens a binlog dump as the binlog readers do (`replication.open_stream`).
 """
 
 from __future__ import annotations
@@ -13,24 +12,29 @@ from collections.abc import Iterable
 
 import pymysql
 
+from binlake.config.secrets import hash_salt
 from binlake.config.settings import Config, SourceConfig
 from binlake.errors import ConfigError, SourceError
 from binlake.lake.paths import DELETED_COLUMN, EVENTS_TABLE, HISTORY_COLUMNS, ROUTE_COLUMNS
 from binlake.model.capture import table_matches
+from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import map_table
-from binlake.mysql.binlog import check_binlog_dump
 from binlake.mysql.column_rules import check_column_rules, lake_view
+from binlake.mysql.connection import query
+from binlake.mysql.discovery import discover
+from binlake.mysql.replication import open_stream
 from binlake.mysql.server import (
-    ER_COLUMNACCESS_DENIED,
-    ER_TABLEACCESS_DENIED,
+    ER_SPECIFIC_ACCESS_DENIED,
     check_binlog_settings,
     check_low_watermark,
     current_account,
     current_offset,
-    discover,
-    query,
 )
+
+#: The server's refusal of a SELECT of a table, or of some of its columns, the user lacks.
+ER_TABLEACCESS_DENIED = 1142
+ER_COLUMNACCESS_DENIED = 1143
 
 
 def check_privileges(
@@ -56,6 +60,27 @@ def check_privileges(
                     "(MariaDB and MySQL alike)"
                 ) from None
             raise
+
+
+def check_binlog_dump(
+    source: SourceConfig, server_id: int, head: BinlogOffset, account: str
+) -> None:
+    """Open a binlog dump at `head` as the job's readers do and take its first event: the
+    server refuses the dump without REPLICATION SLAVE (however the user holds it: directly,
+    through a role, through ALL PRIVILEGES). Non-blocking, from the head: nothing is decoded."""
+    stream = open_stream(source, server_id, head)
+    try:
+        next(iter(stream), None)
+    except pymysql.err.MySQLError as exc:
+        if exc.args and exc.args[0] == ER_SPECIFIC_ACCESS_DENIED:
+            raise SourceError(
+                f"the source user {account} may not read the binlog (a binlog dump needs "
+                f"REPLICATION SLAVE): run `GRANT REPLICATION SLAVE ON *.* TO {account}` "
+                "(MariaDB and MySQL alike)"
+            ) from None
+        raise
+    finally:
+        stream.close()
 
 
 def validate(
@@ -84,7 +109,7 @@ def validate(
     _check_table_keys("lake.table_layout", config.lake.table_layout, tables)
     _check_table_layout(config, tables)
     if any((r := config.source.column_rule_of(t.qualified)) and r.hash for t in tables):
-        config.source.resolve_hash_salt()  # unset: refused now, not in a Spark task
+        hash_salt(config.source)  # unset: refused now, not in a Spark task
     if server_id is None:
         server_id = config.snapshot_server_id(0)
     check_privileges(conn, config.source, tables, server_id)

@@ -20,8 +20,8 @@ import pymysql
 from binlake.config.settings import Config, SourceConfig
 from binlake.lake.event_log import event
 from binlake.model.offsets import BinlogOffset
-from binlake.mysql.binlog import unapplied_since
-from binlake.mysql.server import connection, query
+from binlake.mysql.connection import connection, query
+from binlake.mysql.transactions import unapplied_since
 
 log = logging.getLogger(__name__)
 

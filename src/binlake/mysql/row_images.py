@@ -2,7 +2,7 @@
 
 python-mysql-replication keeps the replication protocol (connection, table maps, rotations,
 event filtering); its row decoding (a dict per image, a method dispatch and a bitmap lookup per
-value) measured ~5k row changes/s and was the stream's top cost. Here each table gets one decoder
+value) was the stream's top cost (docs/performance.md). Here each table gets one decoder
 function, generated once from its table map and its captured schema: a straight line of
 `struct.unpack_from` calls and string slices, one per column (one per run of NOT NULL fixed-width
 columns), guarded by the image's null bitmap. Values come out as the snapshot path lands them
@@ -99,8 +99,9 @@ _LAYOUT_ATTRIBUTES = (
 )  # fmt: skip
 #: Decoders generated in this process, by schema and row layout. Each binlog read (a chunk's
 #: replay, a stream batch's read task) meets its tables' maps anew, and generating a decoder
-#: costs ~1.8 ms: a fifth of a chunk's replay under 500 updates/s (profiled). Spark's Python
-#: workers are reused across tasks, so the snapshot's chunks share them.
+#: costs a large share of a short read such as a chunk's replay under writes
+#: (bench/results/2026-12-05-targets-decoders.md). Spark's Python workers are reused across
+#: tasks, so the snapshot's chunks share them.
 _DECODERS: dict[tuple[Any, ...], ImageDecoder] = {}
 _DECODERS_KEPT = 1024
 
@@ -243,8 +244,8 @@ def count_images(widths: Sequence[int], present: bytes, body: bytes) -> int:
 
     The images of an event mostly share a few null bitmaps, so each bitmap's walk is planned
     once (`_image_plan`): a fixed-width run is one addition, and only a variable-width value
-    reads its length (the bench burst's 304k images: 0.21 s, against 0.67 s column by column,
-    ahead of every batch of such a backlog)."""
+    reads its length: a backlog's batches are each counted before they are read, so the count
+    must cost far less than the decode (bench/results/backlog-2026-11-27.md)."""
     mask = int.from_bytes(present, "little")
     columns = tuple(w for i, w in enumerate(widths) if mask >> i & 1)
     null_bytes = (len(columns) + 7) // 8

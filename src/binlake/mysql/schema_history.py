@@ -24,8 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from binlake.config.settings import Config
 from binlake.errors import SchemaChangeError, SourceError
-from binlake.lake.files import LakeFiles, VersionedText, join
+from binlake.lake.files import LakeFiles, VersionedText, driver_files, join
+from binlake.lake.paths import schema_root
 from binlake.model.capture import Capture, qualified, split_qualified
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
@@ -38,13 +40,16 @@ from binlake.mysql.ddl_schema import Charsets, schema_after_alter
 TableId = tuple[str, str]
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from binlake.mysql.schema_source import LoggedStatement
 
 log = logging.getLogger(__name__)
 
 #: Tables whose history files are read or written at once. Each is a few round trips to the lake's
-#: file system (on a classic driver, through the JVM), mostly waiting: a snapshot's 200 tables
-#: took 2.8 s to read and 2.0 s to reset one after another, before its first chunk was read.
+#: file system (on a classic driver, through the JVM), mostly waiting, and a snapshot reads and
+#: resets every table's history before its first chunk is read, so one after another they would
+#: delay a snapshot of many tables (docs/performance.md#many-small-tables).
 FILE_THREADS = 8
 
 
@@ -126,6 +131,11 @@ class SchemaHistory:
             list(pool.map(self.reset, bases, bases.values()))
 
 
+def schema_history(spark: SparkSession, config: Config) -> SchemaHistory:
+    """The lake's schema history, read and written through the driver's files (`driver_files`)."""
+    return SchemaHistory(schema_root(config), driver_files(spark))
+
+
 def entry_at(entries: list[SchemaEntry], offset: BinlogOffset) -> SchemaEntry | None:
     """Of a table's `entries`, the one in force just after `offset`: the last one at or before
     it, else the first (a table's rows before its first entry precede its snapshot and are never
@@ -140,52 +150,6 @@ def _entries(text: str | None) -> list[SchemaEntry]:
 
 def _entries_json(entries: list[SchemaEntry]) -> str:
     return json.dumps([e.to_json() for e in entries], indent=1)
-
-
-Tables = dict[str, BinlogOffset | None]
-
-
-class StreamTables:
-    """The tables one stream job applies, each from the offset it joined at (`None`: from the
-    stream's start). A table joins when its snapshot finishes (at or after its last high
-    watermark) or at its CREATE (silver then holds every row from the binlog, whatever a later
-    snapshot reads); `--reset` takes it out until its new snapshot finishes. Kept beside the
-    job's checkpoint as a `VersionedText`: the stream's threads (a CREATE per table, side by
-    side), its joins, and `snapshot --reset` in another process change it at once."""
-
-    def __init__(self, path: str, files: LakeFiles) -> None:
-        self.document = VersionedText(path, files)
-
-    def read(self) -> Tables:
-        return _tables(self.document.read()) or {}
-
-    def exists(self) -> bool:
-        return self.document.read() is not None
-
-    def update(self, change: Callable[[Tables], Tables]) -> Tables:
-        """Apply `change` to the newest tables as one step, against every other writer; returns
-        the tables it was applied to. `change` may run more than once (see
-        `VersionedText.update`): it only computes adds and removes of tables."""
-        before: Tables = {}
-
-        def on_text(text: str | None) -> str | None:
-            nonlocal before
-            before = _tables(text) or {}
-            after = change(dict(before))
-            return None if after == before else _tables_json(after)
-
-        self.document.update(on_text)
-        return before
-
-
-def _tables(text: str | None) -> Tables | None:
-    if text is None:
-        return None
-    return {t: BinlogOffset.from_dict(o) if o else None for t, o in json.loads(text).items()}
-
-
-def _tables_json(tables: Tables) -> str:
-    return json.dumps({t: o.to_dict() if o else None for t, o in sorted(tables.items())}, indent=1)
 
 
 @dataclass(frozen=True)
@@ -374,7 +338,9 @@ class SchemaTracker:
         except SourceError as exc:
             raise SourceError(f"{table} changed at {offset}, uncapturable: {exc}") from None
         if before is None or kind not in ("alter", "truncate", "unfollowable"):
-            return now  # a table new to binlake, or a swap: the server's schema (see the README)
+            # a table new to binlake, or a swap: the server's schema
+            # (docs/schema-changes.md#how-the-stream-follows-a-tables-schema)
+            return now
         later = self._source.later_change(database, name, offset)
         if later is None:
             return now

@@ -19,9 +19,11 @@ from binlake.model.offsets import BinlogOffset, on_lineage
 from binlake.model.schema import TableSchema
 from binlake.model.shadow_tables import is_incoming_shadow_of
 from binlake.mysql.charsets import charmap
+from binlake.mysql.connection import query
 from binlake.mysql.ddl import parse_ddl
 from binlake.mysql.ddl_schema import Charsets
-from binlake.mysql.server import binlog_files, current_offset, load_schema_if_exists, query
+from binlake.mysql.discovery import load_schema_if_exists
+from binlake.mysql.server import binlog_files, current_offset
 
 _USE = re.compile(r"use `((?:[^`]|``)*)`; (.*)", re.DOTALL)
 

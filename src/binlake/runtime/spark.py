@@ -70,8 +70,8 @@ def local_session(
 #: Generated classes Spark keeps compiled (`spark.sql.codegen.cache.maxEntries`, a static
 #: setting; Spark's default is 100). One micro-batch of one table (its summary, changelog append,
 #: MERGE and their Delta log reads) generates more than 100 classes, so with the default each
-#: batch evicted what the batch before had compiled and compiled it again: 36-44 compilations,
-#: 0.5-1.3 s, in every small MERGE into a 1M-row table here. With room for them, a batch compiles
+#: batch evicted what the batch before had compiled and compiled it again, in every small MERGE
+#: (docs/performance.md#measured-constants). With room for them, a batch compiles
 #: only what its literals change (a MERGE's key values, 14 classes) and a replayed or
 #: same-shaped batch none. A generated class is tens of KB: 1,000 of them hold tens of MB.
 CODEGEN_CACHE_ENTRIES = 1000
@@ -136,9 +136,10 @@ def class_archive() -> Path:
     written with (`write_class_archive`).
 
     A local JVM spends most of its start loading and verifying Spark's and Delta's classes; mapped
-    from the archive, they cost a third less (12 s → 8 s to a first Delta write here), which every
-    `binlake` command run locally pays once. The JVM checks the archive against its own version and
-    class path and ignores one that does not match, so a stale archive costs only the time saved.
+    from the archive, they cost about a third less (docs/performance.md#measured-constants), which
+    every `binlake` command run locally pays once. The JVM checks the archive against its own
+    version and class path and ignores one that does not match, so a stale archive costs only the
+    time saved.
     """
     return Path(ivy_dir(), "classes.jsa")
 
@@ -218,16 +219,16 @@ def _stop_and_wait_for_jvm(spark: SparkSession) -> None:
 #: Delta copies a MERGE's source before it runs (`merge.materializeSource: auto`) unless it can
 #: prove the source deterministic: a MERGE reads its source twice (once to find the files that
 #: hold a match, once to write), and a source that changed in between could insert a key twice.
-#: It proves that only for Delta scans and local rows, so it copied every batch binlake merges
-#: (4.9 s of a 200k-change batch's 21 s MERGE here). binlake's stream proves it instead: a
-#: batch's changes are those of a binlog range fixed in the query's offset log before the batch
-#: runs, decoded alike on every read, and each key's last change is taken by its offset, unique
-#: per row change, so reading the source again yields the same rows. (A binlog purged in between
-#: fails the read; it never yields other rows.) Its sources are cached (the batch's typed
+#: It proves that only for Delta scans and local rows, so it copied every batch binlake merges, a
+#: large share of a large batch's MERGE (docs/performance.md#measured-constants). binlake's stream
+#: proves it instead: a batch's changes are those of a binlog range fixed in the query's offset log
+#: before the batch runs, decoded alike on every read, and each key's last change is taken by its
+#: offset, unique per row change, so reading the source again yields the same rows. (A binlog purged
+#: in between fails the read; it never yields other rows.) Its sources are cached (the batch's typed
 #: changes, or each key's last of them), so the second read costs less than the copy; its other
 #: MERGE sources are bronze (a Delta scan) and single literal rows. Delta also refuses a cached
-#: source it did not copy, since a cache does not pin the version of a Delta table read in it:
-#: no Delta table is read in a batch's.
+#: source it did not copy, since a cache does not pin the version of a Delta table read in it: no
+#: Delta table is read in a batch's.
 DETERMINISTIC_MERGE_SOURCES = {
     "spark.databricks.delta.merge.materializeSource": "none",
     "spark.databricks.delta.merge.failSourceCachedAfterMaterialization": "false",
@@ -237,7 +238,7 @@ DETERMINISTIC_MERGE_SOURCES = {
 #: IN lists Spark evaluates against a set it passes to the generated code by reference, rather
 #: than as values written into the code (`spark.sql.optimizer.inSetConversionThreshold`: a list
 #: of up to 10 values is a chain of comparisons; `inSetSwitchThreshold`: a set of up to 400 ints
-#: a `switch`). A small batch's MERGE names its keys as such a list (`silver.TableApply`), and
+#: a `switch`). A small batch's MERGE names its keys as such a list (`silver.merge.TableApply`), and
 #: Spark compiles the code of each plan again for every new set of values: 14 classes per
 #: MERGE of new int keys here, 12 of them for the list. Held by reference, only Delta's
 #: skipping filter (the list's least and greatest key) is compiled again. Delta's data

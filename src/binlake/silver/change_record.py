@@ -80,8 +80,8 @@ class ImageEncoder:
     """Row tuples of one table schema → JSON text keyed by column name.
 
     Every change's images pass through here in the stream's one reading task: orjson writes
-    them ~12× as fast as the standard library (a 200k-change burst's ~400k images took ~1.4 s
-    of its read in `json`), with the same shortest round-trip floats and UTF-8 text.
+    them much faster than the standard library (docs/performance.md), with the same shortest
+    round-trip floats and UTF-8 text.
     """
 
     def __init__(self, table: TableSchema) -> None:

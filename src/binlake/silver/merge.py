@@ -14,14 +14,11 @@ is the table's changelog for downstream jobs.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -51,9 +48,11 @@ from binlake.lake.tables import (
     source_prefix,
 )
 from binlake.model.schema import TableSchema
-from binlake.model.typemap import exact_key, key_literal, spark_schema
+from binlake.model.typemap import spark_schema
 from binlake.mysql.column_rules import lake_view
 from binlake.silver.change_record import typed_image
+from binlake.silver.change_summary import keys_of_batch, summary_of_changes, summary_of_records
+from binlake.silver.file_sizes import creation_file_options, key_ordered
 from binlake.silver.history import (
     OFFSET_COLUMN,
     current_versions,
@@ -62,47 +61,16 @@ from binlake.silver.history import (
     merge_changes,
 )
 from binlake.silver.routes import Member, member_of, reconcile, silver_name
+from binlake.silver.spread import Spread
 from binlake.snapshot.row_filters import filtered_changes
 
 log = logging.getLogger(__name__)
 
-SILVER_FILE_ROWS = 50_000  # rows per silver file (see ensure_silver, silver_file_settings)
-#: A batch with at most this many distinct keys of a single-column key MERGEs with `key IN
-#: (...)`, which Delta's data skipping resolves to the files holding them; larger batches use
-#: the key range.
-MERGE_KEY_LIST_LIMIT = 1000
-#: From this many changes, a table's changelog append runs beside its MERGE (on the 200k-change
-#: bench burst: 15.4 s → 13.9 s). Below it, both are a few small jobs and commits that compete for
-#: the cores (a 4-change batch: 3.5 s → 3.8 s side by side), so the MERGE runs first.
+#: From this many changes, a table's changelog append runs beside its MERGE: a large batch's two
+#: writes overlap. Below it, both are a few small jobs and commits that would compete for the
+#: cores, so the MERGE runs first and a small batch's latency is its commit
+#: (`bench/results/merge-source-2026-12-05-spread.md`, docs/performance.md).
 SIDE_BY_SIDE_CHANGES = 10_000
-#: A batch arrives in the partitions of its reads (`stream.read_tasks`), one for a small batch,
-#: and a read's changes are typed, collapsed and appended to the changelog by one task. Where
-#: one read holds more of a table's changes than this, and at least twice what a task would
-#: hold after it, the table's changes are spread over tasks of at most this many first; else
-#: the reads spread them already, and a shuffle of the images would only add to the batch
-#: (`Spread`).
-CHANGES_PER_TASK = 50_000
-
-
-@dataclass(frozen=True)
-class Spread:
-    """A table's row changes in a batch and the most of them one of the batch's partitions
-    holds."""
-
-    changes: int
-    most_in_a_read: int
-
-    @property
-    def tasks(self) -> int | None:
-        """The tasks the table's changes are spread over before they are typed (None: as the
-        batch's partitions hold them). A shuffle that would not halve the largest read's share
-        costs more than it spreads: a 200k-change burst in four reads of about 50k each was
-        shuffled into four tasks of 50k (41 MB of images)."""
-        tasks = math.ceil(self.changes / CHANGES_PER_TASK)
-        most = self.most_in_a_read
-        if most <= CHANGES_PER_TASK or most * tasks < 2 * self.changes:
-            return None
-        return tasks
 
 
 def silver_table(config: Config, table: TableSchema) -> LakeTable:
@@ -124,17 +92,6 @@ def offset_token(file: Column, pos: Column, row: Column) -> Column:
     return F.concat(prefix, F.format_string("%010d:%020d:%08d", sequence, pos, row))
 
 
-def silver_file_settings() -> dict[str, str]:
-    """The session setting that keeps the files a MERGE rewrites (`sink.settings_for`) to
-    `SILVER_FILE_ROWS` rows, as silver's creation lays them out. Delta writes a MERGE's output
-    as one file per task, and the rewrite of a few touched files is one task or a few: without
-    it, the touched files came back as one, which each later batch touching it rewrote again,
-    larger, until one file held most of the table. The rewrite's join sorts each task's rows by
-    key. Not for MERGEs that write deletion vectors: they write only the changed rows, and the
-    cap made the burst's MERGE (200k changes into 1M rows) slower: 10.9 -> 15.9 s, one run each."""
-    return {"spark.sql.files.maxRecordsPerFile": str(SILVER_FILE_ROWS)}
-
-
 def ensure_silver(
     spark: SparkSession,
     config: Config,
@@ -146,13 +103,13 @@ def ensure_silver(
     """Create silver once, in one commit (two for names that need column mapping): from
     bronze (rows at their chunk's HW) or empty.
 
-    Rows are laid out in key order, `SILVER_FILE_ROWS` per file, so each file covers a narrow,
-    disjoint key range: a MERGE of a few changed keys then reads and touches only their files
-    (Delta skips the others by their key statistics) instead of the whole table. Deletion
-    vectors keep that layout: a MERGE marks a file's changed rows deleted instead of rewriting
-    the file, so only the changed rows are written anew. A bronze known to fit one file
-    (`bronze_rows`, from the ledger) is sorted in one task instead: the same layout, without
-    range partitioning's sampling job and shuffle.
+    Rows are laid out in key order, `file_sizes.SILVER_FILE_ROWS` per file, so each file covers
+    a narrow, disjoint key range: a MERGE of a few changed keys then reads and touches only
+    their files (Delta skips the others by their key statistics) instead of the whole table.
+    Deletion vectors keep that layout: a MERGE marks a file's changed rows deleted instead of
+    rewriting the file, so only the changed rows are written anew. A bronze known to fit one
+    file (`bronze_rows`, from the ledger) is sorted in one task instead: the same layout,
+    without range partitioning's sampling job and shuffle.
     """
     _ensure_silver(spark, config, table, from_bronze, replace, bronze_rows)
     apply_layout(spark, config, table, silver_table(config, table), cluster=True)
@@ -186,7 +143,7 @@ def _ensure_silver(
     columns = list(table.column_names)
     if from_bronze:
         rows = _bronze_rows(spark, config, table).select("*", *_deleted_column(config))
-        initial = _laid_out(rows, table, bronze_rows)
+        initial = key_ordered(rows, table, bronze_rows)
     else:
         initial = local_frame(spark, [], _silver_schema(config, table))
     mapping = column_mapping(columns)
@@ -198,15 +155,6 @@ def _ensure_silver(
         exists = True
     _save_silver(initial, silver, mapping, "overwrite" if exists else "error")
     log.info("silver %s created (%s)", table.qualified, "from bronze" if from_bronze else "empty")
-
-
-def _laid_out(rows: DataFrame, table: TableSchema, bronze_rows: int | None) -> DataFrame:
-    """`rows` in key order, in files of disjoint key ranges (see `ensure_silver`)."""
-    key = [F.col(column_name(k)) for k in table.key]
-    one_file = bronze_rows is not None and bronze_rows <= SILVER_FILE_ROWS
-    return (rows.coalesce(1) if one_file else rows.repartitionByRange(*key)).sortWithinPartitions(
-        *key
-    )
 
 
 def _deleted_column(config: Config) -> list[Column]:
@@ -252,7 +200,7 @@ def _ensure_member(
         rows = _bronze_rows(spark, config, table).select(
             *member.columns(), "*", *_deleted_column(config)
         )
-        rows = _laid_out(rows, table, bronze_rows)
+        rows = key_ordered(rows, table, bronze_rows)
     else:
         rows = local_frame(spark, [], _silver_schema(config, table, *route))
     held = silver.schema(spark)
@@ -373,7 +321,7 @@ def _save_silver(frame: DataFrame, silver: LakeTable, mapping: dict[str, str], m
         .option("delta.enableChangeDataFeed", "true")
         .option("delta.enableDeletionVectors", "true")
         .options(**STREAMED_TABLE_PROPERTIES)
-        .option("maxRecordsPerFile", SILVER_FILE_ROWS)
+        .options(**creation_file_options())
         .options(**mapping)
         .mode(mode)
         .option("overwriteSchema", "true")
@@ -443,9 +391,9 @@ def typed_changes(
 
 #: The changelog's table properties at creation: a streamed table's, and statistics of the two
 #: columns its rows are found by (binlake looks a batch's offsets up, readers a time range)
-#: instead of Delta's default 32, which are mostly its images' fields (200,000 changes of an
-#: 18-column table appended in 3.32 s with the default, 2.46 s with these). Both are binlake's
-#: own columns, which no schema change renames.
+#: instead of Delta's default 32, which are mostly its images' fields and make each append
+#: compute statistics nobody reads (docs/performance.md). Both are binlake's own columns, which
+#: no schema change renames.
 CHANGELOG_TABLE_PROPERTIES = {
     **STREAMED_TABLE_PROPERTIES,
     STATS_COLUMNS: ", ".join(map(column_name, (OFFSET_COLUMN, "_commit_ts"))),
@@ -456,8 +404,8 @@ class ChangelogEnds:
     """The newest change offset each changelog holds, where this run knows it: a table's
     changelog whose rows from a batch's first offset on were found absent holds, once the batch is
     appended, nothing newer than the batch's last. A later batch starting past it appends without
-    reading the changelog for its own offsets (that read, with its Delta state, is about half a
-    small append's cost).
+    reading the changelog for its own offsets (that read, with its Delta state, is a large part
+    of a small append's cost).
 
     Kept for one run of the stream (the lease keeps other writers off its changelogs meanwhile)
     and filled only by appends that go through it, the joins' included, so it never says less
@@ -530,7 +478,7 @@ class TableApply:
             typed = filtered_changes(typed, self.columns, predicate)
         typed = typed.persist()
         try:
-            summary = self._collected_summary() or self._summary(typed)
+            summary = self._collected_summary() or self.summarise(typed)
             count = int(summary["count"])
             if not count:
                 return 0
@@ -541,14 +489,14 @@ class TableApply:
             merge = not self._applied(silver, spark, self.member)
             append = not self._applied(changelog_table(self.config, self.table), spark)
             if count < SIDE_BY_SIDE_CHANGES or not (merge and append):
-                if merge:
-                    self._merge(typed, summary)  # first: a small batch's latency is its commit
+                if merge:  # first: a small batch's latency is its commit
+                    self.merge_silver(typed, summary)
                 if append:
-                    self._append_changelog(typed, summary)
+                    self.append_changelog(typed, summary)
             else:
                 with ThreadPoolExecutor(1, thread_name_prefix="binlake-changelog") as pool:
-                    changelog = pool.submit(self._append_changelog, typed, summary)
-                    self._merge(typed, summary)
+                    changelog = pool.submit(self.append_changelog, typed, summary)
+                    self.merge_silver(typed, summary)
                     changelog.result()
             return count
         finally:
@@ -568,48 +516,19 @@ class TableApply:
             held = held & member.rows
         return not rows.where(held).isEmpty()
 
-    def _key_type(self, key: str) -> T.DataType:
-        return self.columns[key].dataType
-
     def _collected_summary(self) -> Mapping[str, Any] | None:
-        """`_summary` of the collected `records`, where Python computes it exactly: no row filter
+        """`summarise` of the collected `records`, where Python computes it exactly: no row filter
         (a Spark predicate) drops any of them, and every key column is of a type whose JSON value
         is the typed value (`summary_of_records`); else None."""
         if self.records is None or self.config.source.row_filter_of(self.table.qualified):
             return None
         return summary_of_records(self.records, self.table, self.columns)
 
-    def _summary(self, typed: DataFrame) -> dict[str, Any]:
-        limit = MERGE_KEY_LIST_LIMIT + 1
-        key = self.table.key
-        bounds = [
-            exact_key(agg(_key_of(k)), self._key_type(k)).alias(f"{name}_{j}")
-            for j, k in enumerate(key)
-            for name, agg in (("lo", F.min), ("hi", F.max))
-        ]
-        # One key past the limit tells a list that fits from one that was cut short. Keys as
-        # many as changes: each key changed once, and the MERGE needs no collapse. Not counted
-        # (always collapsed): a composite key, and a floating-point one, whose -0.0 and 0.0 are
-        # one key to SQL and two to a list.
-        if len(key) == 1:
-            kind = self._key_type(key[0])
-            distinct = F.array_distinct(F.collect_list(exact_key(_key_of(key[0]), kind)))
-            countable = not isinstance(kind, T.FloatType | T.DoubleType)
-            keys = [
-                F.slice(distinct, 1, limit).alias("keys"),
-                (F.lit(countable) & (F.size(distinct) == F.count(F.lit(1)))).alias("unique_keys"),
-            ]
-        else:
-            keys = [F.lit(False).alias("unique_keys")]
-        offsets = [F.min("_offset").alias("offset_lo"), F.max("_offset").alias("offset_hi")]
-        inserts = F.coalesce(F.bool_and(F.col("_op") == "insert"), F.lit(False))
-        row = typed.agg(
-            F.count(F.lit(1)).alias("count"), *bounds, *offsets, *keys,
-            inserts.alias("inserts_only"),
-        ).collect()[0]  # fmt: skip
-        return row.asDict()
+    def summarise(self, typed: DataFrame) -> dict[str, Any]:
+        """The changes' summary by Spark (`change_summary.summary_of_changes`)."""
+        return summary_of_changes(typed, self.table, self.columns)
 
-    def _append_changelog(self, typed: DataFrame, summary: Mapping[str, Any]) -> None:
+    def append_changelog(self, typed: DataFrame, summary: Mapping[str, Any]) -> None:
         """Append the changes the changelog does not hold: those of the batch's offset range
         it holds (a replay, a repeated join, a new checkpoint reading from an older offset)
         are read by their file statistics, usually none, and left out. Unless `ChangelogEnds`
@@ -647,7 +566,7 @@ class TableApply:
         if not existed:
             apply_layout(spark, self.config, self.table, changelog, cluster=False)
 
-    def _merge(self, typed: DataFrame, summary: Mapping[str, Any]) -> None:
+    def merge_silver(self, typed: DataFrame, summary: Mapping[str, Any]) -> None:
         """The batch's last change per key, merged into silver unless silver holds a newer one
         (a replayed batch changes nothing). Source columns are `s` + silver's name, the change's
         operation is `s` alone: `LakeTable.merge` names silver's columns unqualified."""
@@ -668,12 +587,12 @@ class TableApply:
         ).select(s, s + OFFSET_COLUMN, s + DELETED_COLUMN, *fields)
         collapsed = flat if summary["unique_keys"] else _last_per_key(flat, self.table.key, s)
         try:
-            self._merge_from(silver, collapsed, summary, names, s)
+            self.merge_from(silver, collapsed, summary, names, s)
         finally:
             if collapsed is not flat:
                 collapsed.unpersist()
 
-    def _merge_from(
+    def merge_from(
         self,
         silver: LakeTable,
         collapsed: DataFrame,
@@ -732,74 +651,8 @@ class TableApply:
         merge.merge()
 
     def _target_keys(self, summary: Mapping[str, Any]) -> Column:
-        """A target-only predicate naming the batch's keys: their list when short, else their
-        range. The values are typed literals (never SQL text; see `typemap.exact_key`), which
-        Delta uses to skip files by statistics."""
-        key = self.table.key
-        keys = summary["keys"] if len(key) == 1 else None
-        if keys is not None and len(keys) <= MERGE_KEY_LIST_LIMIT:
-            kind = self._key_type(key[0])
-            # NULL matches no row (IN is never true for it, and Delta's skipping leaves it out),
-            # but keeps one key a list: Spark turns `k IN (v)` into `k = v` and writes v into the
-            # compiled code, where a list can be a set it passes by reference
-            # (`spark.KEY_SETS_BY_REFERENCE`).
-            literals = [*(key_literal(k, kind) for k in keys), key_literal(None, kind)]
-            return F.col(column_name(key[0])).isin(literals)
-        within = F.lit(True)
-        for j, k in enumerate(key):
-            kind = self._key_type(k)
-            low, high = (key_literal(summary[f"{e}_{j}"], kind) for e in ("lo", "hi"))
-            within = within & F.col(column_name(k)).between(low, high)
-        return within
-
-
-#: Key types whose value in a change record's JSON image (`change_record`) is the value
-#: `TableApply._summary` collects: integers as JSON numbers, text as JSON strings. Others
-#: (decimals as text, dates, instants, bytes, floats) are summarised by Spark.
-_KEYS_AS_JSON = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.StringType)
-
-
-def summary_of_records(
-    records: Sequence[Row], table: TableSchema, columns: T.StructType
-) -> dict[str, Any] | None:
-    """What `TableApply._summary` computes, from `table`'s change records themselves (their
-    `_offset`, `_before` and `_after`): the count, key and offset bounds and, for a one-column
-    key, its distinct values (at most `MERGE_KEY_LIST_LIMIT` + 1) and whether none repeats. None
-    where a key column's type is not one whose JSON value is its typed value (`_KEYS_AS_JSON`).
-    An image's keys are spelt as the source spells its columns, as `typed_changes` reads them."""
-    key = table.key
-    if not all(isinstance(columns[k].dataType, _KEYS_AS_JSON) for k in key):
-        return None
-    if not records:
-        return {"count": 0}
-    spelt = {name.lower(): name for name in table.column_names}
-    fields = [spelt.get(k.lower(), k) for k in key]
-    keys = [_record_key(r, fields) for r in records]
-    offsets = [r["_offset"] for r in records]
-    summary: dict[str, Any] = {
-        "count": len(records), "offset_lo": min(offsets), "offset_hi": max(offsets),
-        "inserts_only": all(r["_op"] == "insert" for r in records),
-    }  # fmt: skip
-    for j in range(len(key)):
-        values = [k[j] for k in keys if k[j] is not None]
-        summary[f"lo_{j}"] = min(values, default=None)
-        summary[f"hi_{j}"] = max(values, default=None)
-    if len(key) == 1:
-        distinct = list(dict.fromkeys(k[0] for k in keys if k[0] is not None))
-        summary["keys"] = distinct[: MERGE_KEY_LIST_LIMIT + 1]
-        summary["unique_keys"] = len(distinct) == len(records)
-    else:
-        summary["unique_keys"] = False
-    return summary
-
-
-def _record_key(record: Row, fields: list[str]) -> tuple[Any, ...]:
-    """A change record's key values (after image; before image for deletes, as `_key_of`)."""
-    after = orjson.loads(record["_after"]) if record["_after"] is not None else {}
-    if all(after.get(f) is not None for f in fields):
-        return tuple(after[f] for f in fields)
-    before = orjson.loads(record["_before"]) if record["_before"] is not None else {}
-    return tuple(after[f] if after.get(f) is not None else before.get(f) for f in fields)
+        """The batch's keys as a target-only predicate (`change_summary.keys_of_batch`)."""
+        return keys_of_batch(summary, self.table.key, self.columns)
 
 
 def _last_per_key(flat: DataFrame, key: tuple[str, ...], s: str) -> DataFrame:
@@ -810,11 +663,6 @@ def _last_per_key(flat: DataFrame, key: tuple[str, ...], s: str) -> DataFrame:
         F.col(column_name(s + OFFSET_COLUMN)).desc()
     )
     return flat.withColumn("_n", F.row_number().over(latest)).where("_n = 1").drop("_n").persist()
-
-
-def _key_of(key: str) -> Column:
-    """A change's key column value (after image; before image for deletes)."""
-    return F.coalesce(F.col(f"_after.{column_name(key)}"), F.col(f"_before.{column_name(key)}"))
 
 
 def timed(step: Callable[..., Any], *args: Any) -> tuple[Any, float]:

@@ -1,4 +1,5 @@
-"""Silver follows a table's DDL: `stream.schema_changes` decides how (see the README's table).
+"""Silver follows a table's DDL: `stream.schema_changes` decides how (the table of
+docs/schema-changes.md#what-silver-does-with-each-change).
 
 `lenient` never loses a column: an added column is added, a dropped one stays (NULL in rows
 written from then on), a renamed one is added under its new name (filled from the old one) and the

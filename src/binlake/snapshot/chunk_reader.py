@@ -40,17 +40,10 @@ from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import ColumnMapping, map_table, select_expression, split_key
 from binlake.mysql.binlog import read_changes
+from binlake.mysql.connection import BulkDriver, bulk_connect, connection, query
 from binlake.mysql.gtids import gtid_head
 from binlake.mysql.reconnect import is_transient, reconnecting
-from binlake.mysql.server import (
-    BulkDriver,
-    bulk_connect,
-    connection,
-    current_offset,
-    query,
-    reports_snapshot_offset,
-    snapshot_offset,
-)
+from binlake.mysql.server import current_offset, reports_snapshot_offset, snapshot_offset
 from binlake.snapshot.chunks import ChunkRange
 from binlake.snapshot.planner import key_order
 

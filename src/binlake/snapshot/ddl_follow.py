@@ -51,10 +51,10 @@ from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import map_table, spark_schema
 from binlake.mysql.binlog import read_changes
+from binlake.mysql.connection import connection
 from binlake.mysql.schema_changes import column_changes, rows_after, unapplicable
 from binlake.mysql.schema_history import SchemaChange, SchemaEntry, SchemaHistory, SchemaTracker
 from binlake.mysql.schema_source import ServerSchemas
-from binlake.mysql.server import connection
 from binlake.snapshot.chunks import chunk_of
 from binlake.snapshot.ledger import ChunkResult, ChunkState
 from binlake.snapshot.planner import key_order
@@ -62,7 +62,7 @@ from binlake.snapshot.row_filters import holds
 
 log = logging.getLogger(__name__)
 
-#: Reads and commits a batch of chunks in the given layout (`snapshot._read_and_commit`).
+#: Reads and commits a batch of chunks in the given layout (`snapshot.read_and_commit`).
 ReadBatch = Callable[[TableSchema, list[ChunkState]], list[ChunkResult]]
 
 

@@ -5,9 +5,10 @@ before any of their chunks is read, and reused on restart (re-splitting would mi
 that already finished). A chunk becomes `finished` only after its rows are committed to bronze, so
 a crash between the two re-reads the chunk, and the idempotent bronze commit replaces its rows.
 
-The ledger only grows by appends, which cost Delta a fraction of a MERGE (measured: marking a
-snapshot's chunks by MERGE took ~2.9 s of a 7 s snapshot of two small tables): a plan row per
-chunk, and once chunks finish, a mark row each (no split column; its watermarks and row count).
+The ledger only grows by appends, since each commit lies on the snapshot's critical path and an
+append costs Delta far less than a MERGE (docs/performance.md#what-bounds-each-figure): a plan
+row per chunk, and once chunks finish, a mark row each (no split column; its watermarks and row
+count).
 A chunk's state is its plan row with its newest mark applied (`current_chunks`); a chunk read
 twice (a crash between bronze and ledger) is marked twice, and the newer mark holds the
 watermarks of the read bronze kept. Plan rows finished in place (ledgers written by a MERGE)
@@ -95,8 +96,8 @@ class Ledger:
         and the `file:/x` Delta records for it for two locations).
 
         The ledger is created without column statistics (Delta keeps only row counts): it is
-        read whole, never filtered by a file's bounds, and collecting them cost ~0.1 s of each
-        append, on a snapshot's critical path."""
+        read whole, never filtered by a file's bounds, so collecting them would only add work to
+        each append, on a snapshot's critical path."""
         frame = local_frame(self._spark, rows, SCHEMA).coalesce(1)
         # A ledger written before a column was added gains it (NULL in its older rows).
         writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")

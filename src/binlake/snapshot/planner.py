@@ -12,7 +12,7 @@ from binlake.config.settings import SnapshotConfig
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import enum_values, split_key
 from binlake.mysql.collation import CollationOrder, needs_collation
-from binlake.mysql.server import query
+from binlake.mysql.connection import query
 from binlake.snapshot.chunks import ChunkRange, distribution_factor, plan_even, plan_uneven
 
 log = logging.getLogger(__name__)

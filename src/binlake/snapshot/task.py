@@ -34,18 +34,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type
 
+from binlake.config.secrets import with_resolved_password
 from binlake.config.settings import Config, SourceConfig
-from binlake.errors import ConfigError, SchemaChangeError, SourceError, carried_by
+from binlake.errors import ConfigError, SchemaChangeError, carried_by
 from binlake.lake.event_log import Event, event
-from binlake.lake.files import LakeFiles, driver_files, join
-from binlake.lake.lease import HeldLease, snapshot_lease, stream_lease
-from binlake.lake.paths import (
-    checkpoints_root,
-    ledger_path,
-    resets_root,
-    schema_root,
-    tables_path,
-)
+from binlake.lake.files import driver_files
+from binlake.lake.lease import HeldLease, snapshot_lease
+from binlake.lake.paths import ledger_path
 from binlake.lake.table_layout import apply_layout
 from binlake.lake.tables import (
     BRONZE_COLUMNS,
@@ -55,20 +50,21 @@ from binlake.lake.tables import (
     bronze_table,
     column_mapping,
     create_schemas,
-    local_frame,
 )
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.mysql.column_rules import lake_view, projection
+from binlake.mysql.connection import bulk_driver, connection
 from binlake.mysql.lineage import source_lineage
 from binlake.mysql.prerequisites import validate
-from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, StreamTables
-from binlake.mysql.server import bulk_driver, connection, current_offset
+from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, schema_history
+from binlake.mysql.server import current_offset
 from binlake.snapshot.chunk_reader import ChunkRead, ChunkReader
 from binlake.snapshot.chunks import ChunkRange, decode_key, encode_key
 from binlake.snapshot.ddl_follow import DdlWatch, FollowedTable, Resnapshot
 from binlake.snapshot.ledger import ChunkResult, ChunkState, Ledger
 from binlake.snapshot.planner import plan_table
+from binlake.snapshot.resets import PendingResets, reset_table
 from binlake.snapshot.row_filters import check_row_filters, filtered_rows
 from binlake.snapshot.table_rules import TableRules
 
@@ -90,10 +86,6 @@ REPORT_TYPE = pa.struct(
         ("hw_gtid", pa.string()),
     ]
 )
-
-
-def schema_history(spark: SparkSession, config: Config) -> SchemaHistory:
-    return SchemaHistory(schema_root(config), driver_files(spark))
 
 
 @dataclass(frozen=True)
@@ -195,7 +187,7 @@ def _snapshot_round(
                 if not reset:
                     log.info("snapshot: finishing the reset of %s a run began", table.qualified)
                 reset_table(spark, config, ledger, table)
-        plans = _plan(conn, ledger, tables, config)
+        plans = plan_chunks(conn, ledger, tables, config)
     unrecorded = [t for t in tables if t.qualified in again or not known[t.qualified]]
     filters.record(unrecorded)
     if unrecorded or any(not c.finished for plan in plans.values() for c in plan):
@@ -268,14 +260,14 @@ MARK_EVERY_S = 5.0
 
 
 class ChunkScheduler:
-    """Reads and commits the pending chunks of many tables, `config.table_slots` tables at once.
+    """Reads and commits the pending chunks of many tables, `Config.table_slots` tables at once.
 
     Each table runs in a driver thread of its own: its chunks in commit batches, each one Spark
     job and one bronze commit, one batch after another (two commits to one Delta table at once
     would conflict). The threads hand each committed batch to the calling thread, which marks
     them finished in the ledger, many tables per MERGE: the ledger's cost no longer grows with
     the number of tables. A crash between a bronze commit and its mark re-reads those chunks,
-    and their bronze commit replaces the rows (see `_read_and_commit`).
+    and their bronze commit replaces the rows (see `read_and_commit`).
 
     Concurrent jobs must not share a replica server id (the server would evict one binlog
     replay): slot `s` reads with ids `low + s * parallelism + partition`.
@@ -312,7 +304,7 @@ class ChunkScheduler:
             self._slots.put(slot)
         pool = ThreadPoolExecutor(slots, thread_name_prefix="binlake-snapshot")
         try:
-            failure = self._mark_until_done({pool.submit(self._table, *w) for w in work})
+            failure = self._mark_until_done({pool.submit(self.copy_table, *w) for w in work})
         finally:
             self._stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
@@ -382,7 +374,7 @@ class ChunkScheduler:
             if self._stop.is_set():
                 raise RuntimeError("the snapshot stopped before the catch-up was marked")
 
-    def _table(self, table: TableSchema, plan: list[ChunkState], entry: SchemaEntry) -> None:
+    def copy_table(self, table: TableSchema, plan: list[ChunkState], entry: SchemaEntry) -> None:
         slot = self._slots.get()
         try:
             if self._stop.is_set():
@@ -396,7 +388,7 @@ class ChunkScheduler:
                                      rules.column_rule_of(table.qualified) is not None)  # fmt: skip
 
             def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
-                return _read_and_commit(self.spark, self.config, self.source, schema, batch, slot)
+                return read_and_commit(self.spark, self.config, self.source, schema, batch, slot)
 
             chunks = [c for c in plan if not c.finished]
             batch_size = self.config.snapshot.commit_batch
@@ -444,125 +436,7 @@ def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[Tab
     return chosen
 
 
-class PendingResets:
-    """Tables whose reset began and whose new plan is not in the ledger yet: one file each under
-    `_system/resets`, created as a reset's first step and removed once the new plan is in the
-    ledger. While it exists no stream joins the table (its old plan and bronze are going), and
-    every snapshot finishes the reset before planning, so a reset that stopped at any point is
-    completed by the next run, `--reset` or not."""
-
-    def __init__(self, files: LakeFiles, config: Config) -> None:
-        self.files = files
-        self.root = resets_root(config)
-
-    def _file(self, table: str) -> str:
-        database, name = table.split(".", 1)
-        return join(self.root, database, f"{name}.json")
-
-    def begin(self, table: str) -> None:
-        self.files.write_text(self._file(table), "{}")
-
-    def end(self, table: str) -> None:
-        self.files.delete(self._file(table))
-
-    def pending(self, table: str) -> bool:
-        return self.files.exists(self._file(table))
-
-    def of_database(self, database: str) -> set[str]:
-        """The database's tables ("db.table") whose reset is pending: one listing."""
-        names = self.files.names(join(self.root, database))
-        return {f"{database}.{n.removesuffix('.json')}" for n in names if n.endswith(".json")}
-
-
-def reset_table(spark: SparkSession, config: Config, ledger: Ledger, table: TableSchema) -> None:
-    """Forget a table's snapshot so it is read again: its ledger rows and bronze rows go, and
-    every stream job stops applying it until the new snapshot finishes; then the stream replaces
-    its silver from the new bronze and catches it up from the new high watermarks (see
-    `sink.join_ready_tables`). The changelog keeps the changes applied before the reset.
-
-    The first step marks the reset pending (`PendingResets`), which keeps a stream from joining
-    the table from its old plan and bronze while they go, and makes the next snapshot finish a
-    reset that stopped halfway."""
-    files = driver_files(spark)
-    for checkpoint in send_back(files, config, table.qualified):
-        _await_batch_in_flight(files, checkpoint)
-    ledger.forget(table.qualified)
-    # Emptied in place (a new version of the same table; a catalog's CREATE OR REPLACE), never
-    # dropped: Delta keeps a view of each table per session, which a dropped and re-created
-    # table would contradict.
-    bronze_table(config, table).save(
-        local_frame(spark, [], bronze_schema(lake_view(config.source, table)))
-        .write.format("delta")
-        .mode("overwrite")
-        .option("overwriteSchema", "true")
-    )
-    log.info(
-        "snapshot: %s reset; its snapshot starts again", table.qualified,
-        extra=event("table_reset", [table.qualified]),
-    )  # fmt: skip
-
-
-def send_back(files: LakeFiles, config: Config, name: str) -> list[str]:
-    """A reset's first steps: mark the table's reset pending, then take it out of every stream
-    job's table list. Returns the checkpoints of the running jobs that applied it (a batch of
-    theirs planned before may still write it). A stream meeting a DDL it cannot follow sends
-    the table back this way from inside its batch; its next snapshot does the rest."""
-    checkpoints = checkpoints_root(config)
-    PendingResets(files, config).begin(name)
-    running = []
-    for job in files.names(checkpoints):
-        joined = StreamTables(tables_path(config, job), files)
-        before = joined.update(lambda tables: {t: o for t, o in tables.items() if t != name})
-        if name in before and stream_lease(files, config, job).holder() is not None:
-            running.append(join(checkpoints, job))
-    return running
-
-
-#: How long a reset waits for a running stream's batch that may still write the table.
-IN_FLIGHT_WAIT_S = 300.0
-
-
-def _await_batch_in_flight(files: LakeFiles, checkpoint: str) -> None:
-    """Wait until the running stream's batch planned before the table left its list has
-    committed: batches planned after it skip the table, so its lake tables can go."""
-    logged = batch_ids(files, join(checkpoint, "offsets"))
-    if not logged:
-        return
-    newest = max(logged)
-    deadline = time.monotonic() + IN_FLIGHT_WAIT_S
-    while not files.exists(join(checkpoint, "commits", str(newest))):
-        if time.monotonic() > deadline:
-            raise SourceError(
-                f"the stream under {checkpoint} has not finished batch {newest} in "
-                f"{IN_FLIGHT_WAIT_S:.0f} s, and it still holds its lease: stop it (it applies the "
-                "batch again when it starts), then reset again"
-            )
-        time.sleep(0.5)
-
-
-def batch_ids(files: LakeFiles, log: str) -> list[int]:
-    """The micro-batch ids a streaming checkpoint's `offsets` or `commits` log holds (its files
-    are named by id; Spark's temporary and checksum files are not)."""
-    return [int(name) for name in files.names(log) if name.isdigit()]
-
-
-def with_resolved_password(source: SourceConfig) -> SourceConfig:
-    """Resolve the password (and the salt of hashed columns) once on the driver, so Spark tasks
-    need no environment of their own. Both stay SecretStr: never printed, never logged.
-
-    The tasks' pickled functions carry it to the JVM through py4j, which logs every command it
-    sends (base64 bytes included) at DEBUG: py4j's logger is held at INFO or above, so debug
-    logging in the calling process (`-v`, a notebook's root logger) cannot print it.
-    """
-    from pydantic import SecretStr
-
-    py4j = logging.getLogger("py4j")
-    py4j.setLevel(max(py4j.level, logging.INFO))
-    resolved = source.with_hash_salt()
-    return resolved.model_copy(update={"password": SecretStr(source.resolve_password())})
-
-
-def _plan(
+def plan_chunks(
     conn: pymysql.Connection, ledger: Ledger, tables: list[TableSchema], config: Config
 ) -> dict[str, list[ChunkState]]:
     """Every table's chunks: from the ledger, or planned now and recorded in one commit."""
@@ -594,7 +468,7 @@ def read_chunks(
     indexes = spark.range(0, len(descriptors), 1, slices)  # no SparkContext on Spark Connect
     server_id_base = config.snapshot_server_id(slot * config.snapshot.parallelism)
     lineage = source_lineage(driver_files(spark), config, source)
-    reader = _ChunkBatchReader(source, table, server_id_base, descriptors, lineage)
+    reader = ChunkBatchReader(source, table, server_id_base, descriptors, lineage)
     schema = T.StructType(
         [
             *bronze_schema(lake_view(source, table)).fields,
@@ -629,7 +503,7 @@ def chunk_reports(observation: Observation) -> list[ChunkReport]:
     ]
 
 
-def _read_and_commit(
+def read_and_commit(
     spark: SparkSession,
     config: Config,
     source: SourceConfig,
@@ -666,7 +540,7 @@ def chunk_results(
     ]  # fmt: skip
 
 
-class _ChunkBatchReader:
+class ChunkBatchReader:
     """The `mapInArrow` function: reads the chunks of its partition one after another, each as
     its rows, then its report.
 

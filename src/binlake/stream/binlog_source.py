@@ -48,28 +48,24 @@ except ImportError:  # Spark 4.0 and 4.1 (the LTS runtimes): `latestOffset()` is
 from binlake.config.settings import SourceConfig
 from binlake.errors import SourceError, SourceReplacedError
 from binlake.lake.files import ArrowFiles
+from binlake.lake.stream_tables import StreamTables
 from binlake.model.changes import Row, RowChange, split_key_change
 from binlake.model.offsets import BinlogOffset, position_token
 from binlake.model.schema import TableSchema
-from binlake.mysql.binlog import (
-    BatchBudget,
-    binlog_behind,
-    bounded_end,
-    follow_changes,
-    read_splits,
-)
+from binlake.mysql.batch_ranges import BatchBudget, bounded_end, read_splits
+from binlake.mysql.binlog import follow_changes
 from binlake.mysql.column_rules import lake_view, projection
+from binlake.mysql.connection import connection
 from binlake.mysql.ddl import short_statement
 from binlake.mysql.gtids import gtid_head, server_identity
+from binlake.mysql.lost_binlog import binlog_behind
 from binlake.mysql.schema_history import (
     SchemaChange,
     SchemaEntry,
     SchemaHistory,
     SchemaTracker,
-    StreamTables,
 )
 from binlake.mysql.schema_source import ServerSchemas
-from binlake.mysql.server import connection
 from binlake.silver.change_record import CHANGE_SCHEMA, DDL, ImageEncoder
 from binlake.snapshot.chunks import ChunkRange, SortKey, decode_key, encode_key
 from binlake.snapshot.planner import key_order
@@ -181,7 +177,7 @@ class StreamSpec:
     def reads(self, whole: BinlogRange) -> list[BinlogRange]:
         """`whole` (a micro-batch, a joining table's catch-up) as the reads Spark runs side by
         side: cut between transactions into reads of at least `bytes_per_read` bytes
-        (`binlog.read_splits`), one per server id of `read_ids` at most, or read whole. The
+        (`batch_ranges.read_splits`), one per server id of `read_ids` at most, or read whole. The
         reads together yield the changes the whole read would, with the same offsets: a
         change's offset is its own row event's, wherever a read starts."""
         if len(self.read_ids) < 2:

@@ -5,7 +5,7 @@ onto a captured name, a change silver's columns cannot take) sends its table bac
 the stream's batch (`snapshot.send_back`): its reset is pending and no job applies it. With
 `stream.on_unfollowable_ddl: resnapshot` the stream's driver then snapshots that table by
 itself, in a thread beside the running query, so every other table keeps streaming; the first
-batch after the snapshot finishes joins the table again (`sink.join_ready_tables`): silver
+batch after the snapshot finishes joins the table again (`joining.join_ready_tables`): silver
 replaced from the new bronze (its Change Data Feed shows the rows that went), caught up from
 the new high watermarks. A catch-up (`--available-now`) snapshots and joins such tables once its
 query ends, so each run ends exact. A snapshot of the lake running elsewhere holds the lease and
@@ -34,9 +34,10 @@ from binlake.lake.paths import checkpoint_path, restart_path
 from binlake.model.capture import split_qualified
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
-from binlake.snapshot.task import PendingResets, run_snapshot
+from binlake.snapshot.resets import PendingResets
+from binlake.snapshot.task import run_snapshot
 from binlake.stream.binlog_source import StreamSpec
-from binlake.stream.sink import join_ready_tables
+from binlake.stream.joining import join_ready_tables
 
 log = logging.getLogger(__name__)
 

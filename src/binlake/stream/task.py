@@ -19,7 +19,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from binlake.config.settings import Config, SourceConfig
+from binlake.config.secrets import with_resolved_password
+from binlake.config.settings import Config, SourceConfig, StreamConfig
 from binlake.errors import (
     BinlogPurgedError,
     BinlogResetError,
@@ -29,24 +30,22 @@ from binlake.errors import (
     carried_by,
 )
 from binlake.lake.event_log import batches_committed, event
-from binlake.lake.files import LakeFiles, driver_files, join
+from binlake.lake.files import LakeFiles, batch_ids, driver_files, join
 from binlake.lake.lease import HeldLease, stream_lease
 from binlake.lake.paths import checkpoint_path, ledger_path, schema_root, tables_path
+from binlake.lake.stream_tables import StreamTables
 from binlake.lake.tables import create_schemas
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
-from binlake.mysql.binlog import (
-    check_available,
-    first_offset_at_or_after,
-    lost_remedy,
-    offset_of_gtid,
-)
-from binlake.mysql.gtids import server_identity
+from binlake.mysql.connection import connection
+from binlake.mysql.gtids import offset_of_gtid, server_identity
 from binlake.mysql.lineage import current_lineage, locate, snapshot_reads
+from binlake.mysql.lost_binlog import check_available, lost_remedy
 from binlake.mysql.prerequisites import validate
 from binlake.mysql.retention import warn_if_purge_near
-from binlake.mysql.schema_history import SchemaEntry, StreamTables, entry_at
-from binlake.mysql.server import connection, head_offset, logs_column_names
+from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, entry_at, schema_history
+from binlake.mysql.server import head_offset, logs_column_names
+from binlake.mysql.transactions import first_offset_at_or_after
 from binlake.runtime.spark import (
     DETERMINISTIC_MERGE_SOURCES,
     KEY_SETS_BY_REFERENCE,
@@ -56,10 +55,11 @@ from binlake.silver.merge import ensure_silver, require_silver
 from binlake.snapshot.ledger import ChunkState, Ledger, high_watermarks, snapshot_rows
 from binlake.snapshot.row_filters import check_row_filters
 from binlake.snapshot.table_rules import TableRules
-from binlake.snapshot.task import batch_ids, schema_history, with_resolved_password
 from binlake.stream.binlog_source import ChunkMarks, StreamSpec, binlog_source
+from binlake.stream.joining import join_ready_tables
 from binlake.stream.resnapshot import Resnapshots, restart_pending, start_anew
-from binlake.stream.sink import BatchSink, batch_end, join_ready_tables, side_by_side
+from binlake.stream.side_by_side import side_by_side
+from binlake.stream.sink import BatchSink, batch_end
 
 log = logging.getLogger(__name__)
 
@@ -288,9 +288,8 @@ def _repeat_available_now(spark: SparkSession, config: Config, lease: HeldLease)
         time.sleep(max(0.0, config.stream.trigger_seconds - (time.monotonic() - began)))
 
 
-def _recovers_purges(config: Config) -> bool:
+def _recovers_purges(stream: StreamConfig) -> bool:
     """Whether a purged binlog starts the job anew: only a job built from a snapshot can."""
-    stream = config.stream
     return stream.startup_mode == "initial" and stream.on_binlog_purged == "resnapshot"
 
 
@@ -308,7 +307,7 @@ def _run_stream(
         log.warning("stream %s: %s", config.stream.job_name, str(replaced))
         return _start_and_follow(spark, config, lease, available_now)
     except BinlogPurgedError as lost:
-        if not _recovers_purges(config):
+        if not _recovers_purges(config.stream):
             raise
         log.warning(
             "stream %s: %s; checking the source's binlog", config.stream.job_name, str(lost)
@@ -323,6 +322,53 @@ def _start_and_follow(
     if restart_pending(spark, config):
         start_anew(spark, config, None, [])
     source = with_resolved_password(config.source)
+    tables, server = _source_tables(spark, config, source)
+    files = driver_files(spark)
+    job = _job_tables(spark, config, files, tables)
+    rebased = _start_position(files, config, source, job)
+    start = rebased.start
+    try:
+        check_available(source, start, sorted(job.joined), config.stream.job_name)
+    except BinlogResetError:
+        raise
+    except BinlogPurgedError:
+        if anew or not _recovers_purges(config.stream):
+            raise
+        start_anew(spark, config, start, sorted(job.joined))
+        return _start_and_follow(spark, config, lease, available_now, anew=True)
+    warn_if_purge_near(config, source, start)
+    _prepare_silver(spark, config, job, start)
+    spec = replace(
+        stream_spec(config, source, start, job.marks),
+        server=server, rebase=rebased.rebase, replayed=rebased.replayed,
+    )  # fmt: skip
+    sink = BatchSink(config, spec, tables, checkpoint_path(config), files)
+    if job.initial:
+        join_ready_tables(spark, config, spec, job.by_name, start, sink.ends)
+    log.info(
+        "stream %s: starting at %s (%s)",
+        config.stream.job_name, start, "resume" if job.resume else config.stream.startup_mode,
+        extra=event("stream_start", sorted(job.joined), start),
+    )  # fmt: skip
+    resnapshots = Resnapshots(spark, config, list(job.by_name))
+    # Spark 4.0/4.1 run a Python source's AvailableNow as one batch (of at most
+    # stream.max_bytes_per_batch, or the batch a crash left planned): the catch-up starts the
+    # query again, from where it ended, until it reaches the head it began at. (Which Spark the
+    # source runs on is the server's: a Spark Connect client may be newer.)
+    target = head_offset(source, start.lineage) if available_now else None
+    batches, changes, spec = _run_queries(spark, config, lease, sink, resnapshots, target)
+    if available_now:
+        batches_committed(config.stream.job_name)  # the queries ended by themselves
+        end = spec.on_source(checkpoint_offset(files, config) or start)
+        resnapshots.finish(spec, job.by_name, end)
+    return StreamSummary(batches, changes, time.monotonic() - started)
+
+
+def _source_tables(
+    spark: SparkSession, config: Config, source: SourceConfig
+) -> tuple[list[TableSchema], int]:
+    """The configured tables as the source holds them (validated, row filters checked) and the
+    source's server id."""
     with connection(source) as conn:
         tables = validate(conn, config, config.stream_server_id)
         server = server_identity(conn)
@@ -333,8 +379,36 @@ def _start_and_follow(
                 "the columns apart (set binlog_row_metadata=FULL, MariaDB 10.5+ / MySQL 8.0+)"
             )
     check_row_filters(spark, config, tables)
+    return tables, server
+
+
+@dataclass(frozen=True)
+class _JobTables:
+    """What a start knows of the job's tables before it picks its offset (see `_job_tables`)."""
+
+    tables: list[TableSchema]  # the configured ones, as the source holds them
+    initial: bool  # `stream.startup_mode: initial`: silver is built from a snapshot
+    resume: BinlogOffset | None  # the checkpoint's committed end
+    first_start: bool
+    registry: StreamTables
+    joined: dict[str, BinlogOffset | None]  # the tables the job applies, since when
+    applied: list[TableSchema]
+    chunks: list[ChunkState]  # the snapshot's, with `initial`
+    history: SchemaHistory
+    histories: dict[str, list[SchemaEntry]]  # of `applied`
+    marks: dict[str, ChunkMarks]
+
+    @property
+    def by_name(self) -> dict[str, TableSchema]:
+        return {t.qualified: t for t in self.tables}
+
+
+def _job_tables(
+    spark: SparkSession, config: Config, files: LakeFiles, tables: list[TableSchema]
+) -> _JobTables:
+    """The tables the job applies, their snapshot's chunks and watermarks and their schema
+    history; refuses row filters changed since silver took them (`TableRules`)."""
     initial = config.stream.startup_mode == "initial"
-    files = driver_files(spark)
     create_schemas(spark, config, {t.database for t in tables})
     registry = StreamTables(tables_path(config), files)
     resume = checkpoint_offset(files, config)
@@ -351,85 +425,85 @@ def _start_and_follow(
     filters.require_unchanged(applied)
     chunks = Ledger(spark, ledger_path(config)).chunks() if initial else []
     history = schema_history(spark, config)
-    # Read once, 8 tables at once; nothing in this start-up records DDL before `prepare` uses it.
+    # Read once, 8 tables at once; nothing in this start-up records DDL before
+    # `_prepare_silver` uses it.
     histories = history.entries_of(t.qualified for t in applied)
     created = _created_while_streaming(histories)
     marks = chunk_marks(applied, chunks, joined, created) if initial else {}
-    if resume is None:
-        lineage = current_lineage(files, config).number
-        resolved = resolved_start(
-            files, config, lambda: start_offset(config, source, marks, lineage)
-        )
-        reads = snapshot_reads(high_watermarks(chunks), resolved)
-        rebased = _Rebased(locate(files, config, source, resolved, sorted(joined), reads))
-    else:
-        rebased = _rebased(files, config, source, resume, sorted(joined), chunks)
-    start = rebased.start
-    try:
-        check_available(source, start, sorted(joined), config.stream.job_name)
-    except BinlogResetError:
-        raise
-    except BinlogPurgedError:
-        if anew or not _recovers_purges(config):
-            raise
-        start_anew(spark, config, start, sorted(joined))
-        return _start_and_follow(spark, config, lease, available_now, anew=True)
-    warn_if_purge_near(config, source, start)
-    by_name = {t.qualified: t for t in tables}
+    return _JobTables(
+        tables, initial, resume, first_start, registry, joined, applied, chunks, history,
+        histories, marks,
+    )  # fmt: skip
+
+
+def _start_position(
+    files: LakeFiles, config: Config, source: SourceConfig, job: _JobTables
+) -> _Rebased:
+    """Where the query starts: the checkpoint's end (`_rebased`), or a new job's start
+    (`start_offset`, resolved once), on the source as it is now."""
+    if job.resume is not None:
+        return _rebased(files, config, source, job.resume, sorted(job.joined), job.chunks)
+    lineage = current_lineage(files, config).number
+    resolved = resolved_start(
+        files, config, lambda: start_offset(config, source, job.marks, lineage)
+    )
+    reads = snapshot_reads(high_watermarks(job.chunks), resolved)
+    return _Rebased(locate(files, config, source, resolved, sorted(job.joined), reads))
+
+
+def _prepare_silver(
+    spark: SparkSession, config: Config, job: _JobTables, start: BinlogOffset
+) -> None:
+    """Each applied table's silver there (built from bronze on a job's first start), its
+    schema history started, and on a first start the job's table list recorded."""
+    by_name = job.by_name
 
     def prepare(name: str) -> None:
         table = by_name[name]
-        if not first_start:
+        if not job.first_start:
             require_silver(spark, config, table)
         # Silver from bronze starts in bronze's schema, the one in force at the stream's start,
         # not the server's of now: DDL since then is the stream's to apply, in order.
-        entry = entry_at(histories[name], start) if initial else None
+        entry = entry_at(job.histories[name], start) if job.initial else None
         ensure_silver(
             spark, config, entry.schema if entry and entry.schema else table,
-            from_bronze=initial, replace=first_start and initial,
-            bronze_rows=snapshot_rows(chunks, name),
+            from_bronze=job.initial, replace=job.first_start and job.initial,
+            bronze_rows=snapshot_rows(job.chunks, name),
         )  # fmt: skip
-        if not histories[name]:  # a lake from before the schema history
-            history.reset(name, SchemaEntry(start, table))
+        if not job.histories[name]:  # a lake from before the schema history
+            job.history.reset(name, SchemaEntry(start, table))
 
-    side_by_side(prepare, [t.qualified for t in applied], config)
-    if first_start:
-        registry.update(lambda recorded: {**joined, **recorded})
-    spec = replace(
-        stream_spec(config, source, start, marks),
-        server=server, rebase=rebased.rebase, replayed=rebased.replayed,
-    )  # fmt: skip
-    sink = BatchSink(config, spec, tables, checkpoint_path(config), files)
-    if initial:
-        join_ready_tables(spark, config, spec, by_name, start, sink.ends)
-    log.info(
-        "stream %s: starting at %s (%s)",
-        config.stream.job_name, start, "resume" if resume else config.stream.startup_mode,
-        extra=event("stream_start", sorted(joined), start),
-    )  # fmt: skip
-    resnapshots = Resnapshots(spark, config, list(by_name))
-    # Spark 4.0/4.1 run a Python source's AvailableNow as one batch (of at most
-    # stream.max_bytes_per_batch, or the batch a crash left planned): the catch-up starts the
-    # query again, from where it ended, until it reaches the head it began at. (Which Spark the
-    # source runs on is the server's: a Spark Connect client may be newer.)
-    target = head_offset(source, start.lineage) if available_now else None
+    side_by_side(prepare, [t.qualified for t in job.applied], config)
+    if job.first_start:
+        joined = job.joined
+        job.registry.update(lambda recorded: {**joined, **recorded})
+
+
+def _run_queries(
+    spark: SparkSession,
+    config: Config,
+    lease: HeldLease,
+    sink: BatchSink,
+    resnapshots: Resnapshots,
+    target: BinlogOffset | None,
+) -> tuple[int, int, StreamSpec]:
+    """Run the query into `sink` until it ends, again from where it ended while that is short
+    of `target` (an available-now catch-up's head); (batches, changes, the last query's spec)."""
+    spec = sink.spec
+    available_now = target is not None
     batches = changes = 0
     while True:
         spark.dataSource.register(binlog_source(spec))
         query = _query(spark, config, spec, sink, available_now).start()
         try:
-            ran = _follow(query, config, lease, resnapshots)
+            ran = _follow(query, config.stream, lease, resnapshots)
         except StreamingQueryException as failure:
             raise sink.failure or carried_by(failure) or failure from None
         batches, changes = batches + ran[0], changes + ran[1]
-        reached = spec.on_source(checkpoint_offset(files, config) or spec.start)
+        reached = spec.on_source(checkpoint_offset(sink.files, config) or spec.start)
         if target is None or reached >= target or reached <= spec.start:
-            break
+            return batches, changes, spec
         spec = replace(spec, start=reached)
-    if available_now:
-        batches_committed(config.stream.job_name)  # the queries ended by themselves
-        resnapshots.finish(spec, by_name, spec.on_source(checkpoint_offset(files, config) or start))
-    return StreamSummary(batches, changes, time.monotonic() - started)
 
 
 def _query(
@@ -451,7 +525,7 @@ def _query(
 
 
 def _follow(
-    query: StreamingQuery, config: Config, lease: HeldLease, resnapshots: Resnapshots
+    query: StreamingQuery, stream: StreamConfig, lease: HeldLease, resnapshots: Resnapshots
 ) -> tuple[int, int]:
     """Wait for the query, logging each batch's progress and snapshotting again the tables it
     sent back; (batches, changes) when it ends. A lease taken over by another process, or a
@@ -459,7 +533,7 @@ def _follow(
     totals = [0, 0]
     seen: set[int] = set()
     while query.isActive:
-        query.awaitTermination(min(max(int(config.stream.trigger_seconds), 1), 10))
+        query.awaitTermination(min(max(int(stream.trigger_seconds), 1), 10))
         _log_progress(query, seen, totals)
         try:
             lease.check()

@@ -17,7 +17,7 @@ from binlake.bundle.compute import NODE_TYPES, classic_compute, server_ids_of
 from binlake.bundle.validate import validate
 from binlake.errors import BundleError
 
-from .test_definition import PRINCIPAL, REPO, load, wheel_task, write_bundle
+from .bundles import PRINCIPAL, REPO, load, wheel_task, write_bundle
 
 
 def test_jobs_run_serverless_by_default_with_the_wheel_in_their_environment() -> None:

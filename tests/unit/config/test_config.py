@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from binlake.config.secrets import source_password
 from binlake.config.settings import Config, load_config, parse_config
 from binlake.errors import BinlakeError, ConfigError
 
@@ -373,7 +374,7 @@ def test_password_is_read_from_the_named_environment_variable(
 ) -> None:
     monkeypatch.setenv("SHOP_PW", "s3cret-from-env")
     config = parse_config({"source": {"database": "shop", "password_env": "SHOP_PW"}})
-    assert config.source.resolve_password() == "s3cret-from-env"
+    assert source_password(config.source) == "s3cret-from-env"
 
 
 def test_unset_password_env_is_a_config_error_without_any_password(
@@ -383,7 +384,7 @@ def test_unset_password_env_is_a_config_error_without_any_password(
     monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", "default-var-secret")
     config = parse_config({"source": {"database": "shop", "password_env": "SHOP_PW"}})
     with pytest.raises(ConfigError) as caught:
-        config.source.resolve_password()
+        source_password(config.source)
     message = str(caught.value)
     assert "'SHOP_PW'" in message
     assert "not set" in message
@@ -392,7 +393,7 @@ def test_unset_password_env_is_a_config_error_without_any_password(
 
 def test_inline_password_wins_and_is_never_printed() -> None:
     config = parse_config({"source": {"database": "shop", "password": "hunter2-inline"}})
-    assert config.source.resolve_password() == "hunter2-inline"
+    assert source_password(config.source) == "hunter2-inline"
     assert "hunter2-inline" not in repr(config)
     assert "hunter2-inline" not in str(config)
 

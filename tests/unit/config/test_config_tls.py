@@ -1,5 +1,5 @@
 """`source.tls` and its files: validated when the config is read, and mapped onto each driver's
-options by one function (`binlake.mysql.server.tls_options`)."""
+options by one function (`binlake.mysql.tls.tls_options`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from integration.tls_certs import TlsFiles, make_tls_files
 
 from binlake.config.settings import SourceConfig, parse_config
 from binlake.errors import ConfigError
-from binlake.mysql.server import tls_options
+from binlake.mysql.tls import tls_options
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from typing import Any
 
 from binlake.lake.files import KEPT_VERSIONS, ArrowFiles
 from binlake.lake.paths import TABLES_FOLDER
+from binlake.lake.stream_tables import StreamTables
 from binlake.model.offsets import BinlogOffset
-from binlake.mysql.schema_history import StreamTables
 
 ADDS = 20
 

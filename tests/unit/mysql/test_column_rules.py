@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from binlake.config.secrets import with_hash_salt
 from binlake.config.settings import SourceConfig, parse_config
 from binlake.errors import ConfigError
 from binlake.model.schema import Column, TableSchema
@@ -34,7 +35,7 @@ def _source(rules: dict[str, Any], salt: str = "pepper") -> SourceConfig:
     raw = {"source": {"database": "shop", "column_rules": rules, "hash_salt_env": "SALT_T"}}
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SALT_T", salt)
-        return parse_config(raw).source.with_hash_salt()
+        return with_hash_salt(parse_config(raw).source)
 
 
 RULES = {"peo.*": {"exclude": ["Notes"], "hash": ["email"], "mask": ["phone"]}}

@@ -1,4 +1,4 @@
-"""`binlog.even_splits`: where a batch's read is cut into reads of about equal bytes."""
+"""`batch_ranges.even_splits`: where a batch's read is cut into reads of about equal bytes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from binlake.model.offsets import BinlogOffset
-from binlake.mysql.binlog import even_splits
+from binlake.mysql.batch_ranges import even_splits
 
 
 def _starts(*done: int) -> list[tuple[BinlogOffset, int]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from binlake.mysql.server import bulk_driver
+from binlake.mysql.connection import bulk_driver
 from binlake.runtime import spark
 
 
@@ -29,7 +29,7 @@ def test_without_mysqlclient_the_chunk_selects_fall_back_to_pymysql_and_say_so_o
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setitem(sys.modules, "MySQLdb", None)  # `import MySQLdb` raises ImportError
-    with caplog.at_level(logging.INFO, logger="binlake.mysql.server"):
+    with caplog.at_level(logging.INFO, logger="binlake.mysql.connection"):
         assert bulk_driver() == "pymysql"
         assert bulk_driver() == "pymysql"
     (record,) = caplog.records
@@ -43,7 +43,7 @@ def test_with_mysqlclient_the_chunk_selects_run_on_mysqldb(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setitem(sys.modules, "MySQLdb", types.ModuleType("MySQLdb"))
-    with caplog.at_level(logging.INFO, logger="binlake.mysql.server"):
+    with caplog.at_level(logging.INFO, logger="binlake.mysql.connection"):
         assert bulk_driver() == "mysqldb"
     assert [r.getMessage() for r in caplog.records] == [
         "snapshot reader: MySQLdb (mysqlclient, libmariadb)"

@@ -1,8 +1,8 @@
-"""The silver sizes a stream's run keeps for its choice of settings (`sink.SilverSizes`): read
+"""The silver sizes a stream's run keeps for its choice of settings (`SilverSizes`): read
 from Delta once, then again only after `SIZE_KNOWN_S`, after more than `SIZE_KNOWN_CHANGES`
 applied changes, or after a DDL; a table without silver is asked each time. And the choice
-itself (`sink.settings_for`): interpreted queries by the silver tables' bytes, rewriting MERGEs by
-the bytes a batch's changes could rewrite (`lake.TableSize.rewritten`)."""
+itself (`settings_for`): interpreted queries by the silver tables' bytes, rewriting MERGEs by
+the bytes a batch's changes could rewrite (`lake.tables.TableSize.rewritten`)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from binlake.config.settings import Config, parse_config
 from binlake.lake.tables import TableSize
 from binlake.model.schema import Column, TableSchema
 from binlake.runtime.spark import COPY_ON_WRITE_MERGES, INTERPRETED_QUERIES
-from binlake.silver.merge import silver_file_settings
-from binlake.stream import sink
+from binlake.silver.file_sizes import silver_file_settings
+from binlake.stream import batch_settings
 
 ITEMS = TableSchema("db", "items", (Column("id", "int", "int", False),), ("id",), "id")
 OTHER = TableSchema("db", "other", (Column("id", "int", "int", False),), ("id",), "id")
@@ -42,14 +42,14 @@ class FakeSilver:
 @pytest.fixture
 def silvers(monkeypatch: pytest.MonkeyPatch) -> dict[str, FakeSilver]:
     tables = {"items": FakeSilver("items", 1000), "other": FakeSilver("other", None)}
-    monkeypatch.setattr(sink, "silver_table", lambda config, table: tables[table.name])
+    monkeypatch.setattr(batch_settings, "silver_table", lambda config, table: tables[table.name])
     return tables
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [100.0]
-    monkeypatch.setattr(sink.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(batch_settings.time, "monotonic", lambda: now[0])
     return now
 
 
@@ -61,21 +61,31 @@ def config() -> Config:
 def test_a_size_is_read_once_while_few_changes_are_applied(
     silvers: dict[str, FakeSilver], clock: list[float], config: Config
 ) -> None:
-    sizes = sink.SilverSizes()
+    sizes = batch_settings.SilverSizes()
     for _ in range(3):
         assert sizes.of(None, config, ITEMS) == TableSize(1000, 1)
-        sizes.applied(config, ITEMS, sink.SIZE_KNOWN_CHANGES // 4, ddl=False)
-        clock[0] += sink.SIZE_KNOWN_S / 4
+        sizes.applied(config, ITEMS, batch_settings.SIZE_KNOWN_CHANGES // 4, ddl=False)
+        clock[0] += batch_settings.SIZE_KNOWN_S / 4
     assert len(silvers["items"].reads) == 1
 
 
 @pytest.mark.parametrize(
     ("changes", "ddl", "seconds", "read_again"),
     [
-        (sink.SIZE_KNOWN_CHANGES, False, 0.0, False),  # at the limit, not past it
-        (sink.SIZE_KNOWN_CHANGES + 1, False, 0.0, True),  # enough changes to have grown it
+        (batch_settings.SIZE_KNOWN_CHANGES, False, 0.0, False),  # at the limit, not past it
+        (
+            batch_settings.SIZE_KNOWN_CHANGES + 1,
+            False,
+            0.0,
+            True,
+        ),  # enough changes to have grown it
         (0, True, 0.0, True),  # a DDL may have rewritten it (a backfilled default)
-        (0, False, sink.SIZE_KNOWN_S + 1, True),  # too long ago (an OPTIMIZE, other writers)
+        (
+            0,
+            False,
+            batch_settings.SIZE_KNOWN_S + 1,
+            True,
+        ),  # too long ago (an OPTIMIZE, other writers)
     ],
 )
 def test_a_size_is_read_again_once_it_may_have_changed(
@@ -87,7 +97,7 @@ def test_a_size_is_read_again_once_it_may_have_changed(
     seconds: float,
     read_again: bool,
 ) -> None:
-    sizes = sink.SilverSizes()
+    sizes = batch_settings.SilverSizes()
     sizes.of(None, config, ITEMS)
     silvers["items"].bytes = 9 * 2**20
     sizes.applied(config, ITEMS, changes, ddl)
@@ -99,7 +109,7 @@ def test_a_size_is_read_again_once_it_may_have_changed(
 def test_a_table_without_silver_is_asked_each_time(
     silvers: dict[str, FakeSilver], clock: list[float], config: Config
 ) -> None:
-    sizes = sink.SilverSizes()
+    sizes = batch_settings.SilverSizes()
     assert sizes.of(None, config, OTHER) is None
     sizes.applied(config, OTHER, 5, ddl=False)
     silvers["other"].bytes = 10
@@ -108,7 +118,7 @@ def test_a_table_without_silver_is_asked_each_time(
 
 @pytest.fixture
 def chosen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
-    """The settings groups `sink.settings_for` put in force, in order."""
+    """The settings groups `batch_settings.settings_for` put in force, in order."""
     groups: list[dict[str, str]] = []
 
     @contextlib.contextmanager
@@ -116,19 +126,22 @@ def chosen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
         groups.append(settings)
         yield
 
-    monkeypatch.setattr(sink, "session_settings", recorded)
+    monkeypatch.setattr(batch_settings, "session_settings", recorded)
     return groups
 
 
 def choose(
-    chosen: list[dict[str, str]], config: Config, changes: dict[str, int], sizes: sink.SilverSizes
+    chosen: list[dict[str, str]],
+    config: Config,
+    changes: dict[str, int],
+    sizes: batch_settings.SilverSizes,
 ) -> list[str]:
     """The names of the settings groups a batch of `changes` is applied with."""
     tables = {t.qualified: t for t in (ITEMS, OTHER)}
     rewrites = {**COPY_ON_WRITE_MERGES, **silver_file_settings()}  # in files of silver's size
     names = {"interpreted": INTERPRETED_QUERIES, "rewrites": rewrites}
     chosen.clear()
-    with sink.settings_for(None, config, tables, changes, sizes):
+    with batch_settings.settings_for(None, config, tables, changes, sizes):
         pass
     return [next(name for name, group in names.items() if group == g) for g in chosen]
 
@@ -136,20 +149,22 @@ def choose(
 def test_the_batch_choice_reads_each_size_once_and_counts_them_together(
     silvers: dict[str, FakeSilver], clock: list[float], config: Config, chosen: list[Any]
 ) -> None:
-    sizes = sink.SilverSizes()
+    sizes = batch_settings.SilverSizes()
     assert choose(chosen, config, {"db.items": 2}, sizes) == ["interpreted", "rewrites"]
     assert choose(chosen, config, {"db.items": 2}, sizes) == ["interpreted", "rewrites"]
     assert len(silvers["items"].reads) == 1
-    silvers["other"].bytes = sink.SMALL_SILVER_BYTES  # together past the limit
+    silvers["other"].bytes = batch_settings.SMALL_SILVER_BYTES  # together past the limit
     assert choose(chosen, config, {"db.items": 2, "db.other": 1}, sizes) == ["rewrites"]
 
 
 def test_a_table_without_silver_keeps_the_session_settings(
     silvers: dict[str, FakeSilver], clock: list[float], config: Config, chosen: list[Any]
 ) -> None:
-    assert choose(chosen, config, {"db.items": 1, "db.other": 1}, sink.SilverSizes()) == []
-    assert choose(chosen, config, {}, sink.SilverSizes()) == []
-    assert choose(chosen, config, {"db.gone": 1}, sink.SilverSizes()) == []
+    assert (
+        choose(chosen, config, {"db.items": 1, "db.other": 1}, batch_settings.SilverSizes()) == []
+    )
+    assert choose(chosen, config, {}, batch_settings.SilverSizes()) == []
+    assert choose(chosen, config, {"db.gone": 1}, batch_settings.SilverSizes()) == []
 
 
 @pytest.mark.parametrize(
@@ -172,7 +187,7 @@ def test_a_large_silver_rewrites_while_its_changes_touch_few_files(
     """A silver of 30 MB in 20 files of 1.5 MB (the bench's 1M-row layout): too large to
     interpret, yet a batch of a few changes rewrites a few files."""
     silvers["items"].bytes, silvers["items"].files = 20 * 1536 * 1024, 20
-    assert choose(chosen, config, {"db.items": changes}, sink.SilverSizes()) == (
+    assert choose(chosen, config, {"db.items": changes}, batch_settings.SilverSizes()) == (
         ["rewrites"] if rewrites else []
     )
 

@@ -1,12 +1,12 @@
 """Where a table's changes in a batch are spread over tasks before they are typed
-(`silver.Spread`): only where one of the batch's reads holds more than `CHANGES_PER_TASK`, and at
+(`spread.Spread`): only where one of the batch's reads holds more than `CHANGES_PER_TASK`, and at
 least twice what a task would hold after the shuffle."""
 
 from __future__ import annotations
 
 import pytest
 
-from binlake.silver.merge import CHANGES_PER_TASK, Spread
+from binlake.silver.spread import CHANGES_PER_TASK, Spread
 
 LIMIT = CHANGES_PER_TASK
 

@@ -1,12 +1,12 @@
-"""`merge.summary_of_records`: a small batch's per-table summary computed from its collected
-change records on the driver, in place of `TableApply._summary`'s Spark job. The cases are the
+"""`summary_of_records`: a small batch's per-table summary computed from its collected
+change records on the driver, in place of `TableApply.summarise`'s Spark job. The cases are the
 ones that would make the MERGE miss or double a row if the summary were wrong: deletes (the key
 is in the before image), a batch of inserts alone told from one with another change (its MERGE
 drops the matched clauses), a key changed twice (the batch then needs collapsing), a key spelt
 in another case by the image, a composite key, more keys than the MERGE lists, text keys
 ordered as Spark orders them, and the key types Python cannot type as Spark does (left to Spark).
 Its equality with the Spark summary on the same batch is in tests/integration/test_silver_apply.py.
-Which batches are collected at all (`sink.collectable`): those of a small binlog range.
+Which batches are collected at all (`batch_summary.collectable`): those of a small binlog range.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pyspark.sql import types as T
 from binlake.model.offsets import BinlogOffset, position_token
 from binlake.model.schema import Column, TableSchema
 from binlake.model.typemap import spark_schema
-from binlake.silver import merge
-from binlake.silver.merge import summary_of_records
-from binlake.stream import sink
+from binlake.silver import change_summary
+from binlake.silver.change_summary import summary_of_records
+from binlake.stream import batch_summary as summaries
 
 ITEMS = TableSchema(
     "shop",
@@ -148,7 +148,7 @@ def test_text_keys_are_ordered_as_spark_orders_them_by_their_utf8_bytes() -> Non
 
 
 def test_keys_past_the_list_limit_are_cut_one_past_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(merge, "MERGE_KEY_LIST_LIMIT", 3)
+    monkeypatch.setattr(change_summary, "MERGE_KEY_LIST_LIMIT", 3)
     records = [_record(100 + k, "insert", None, {"id": k, "name": None}) for k in range(10)]
     summary = summary_of_records(records, ITEMS, spark_schema(ITEMS))
     assert summary is not None
@@ -193,5 +193,5 @@ def test_no_records_count_none() -> None:
 def test_only_a_batch_of_a_small_binlog_range_is_collected(
     start: BinlogOffset | None, end: BinlogOffset, expected: bool
 ) -> None:
-    assert sink.SMALL_BATCH_BYTES == 2**20
-    assert sink.collectable(start, end) is expected
+    assert summaries.SMALL_BATCH_BYTES == 2**20
+    assert summaries.collectable(start, end) is expected
