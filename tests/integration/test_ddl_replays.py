@@ -14,7 +14,12 @@ import pytest
 from binlake.jobs import commands
 
 from .crash import crashed_at
-from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
+from .items import (
+    ITEMS,
+    assert_changelog_holds_each_change_once,
+    assert_silver_is_source,
+    seed_items,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -65,4 +70,39 @@ def test_a_batch_with_ddl_killed_and_replayed_converges(
     commands.stream(spark, config, available_now=True)
     columns = assert_silver_is_source(spark, sql, config, "items")
     assert ("price" in columns) is (mode == "lenient")
+    assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+#: Statements that empty `items` without row events, each followed by rows of the new table.
+EMPTYING = {
+    "truncate": ["TRUNCATE TABLE items"],
+    "drop_and_create": ["DROP TABLE items", ITEMS],
+    "create_or_replace": [ITEMS.replace("CREATE TABLE", "CREATE OR REPLACE TABLE")],
+}
+
+
+@pytest.mark.parametrize("emptying", sorted(EMPTYING))
+def test_rows_before_an_emptying_ddl_stay_gone_when_their_batch_is_replayed(
+    spark: Any, sql: Any, make_config: Any, racer: Any, emptying: str
+) -> None:
+    """Issue 68.1: a batch holds rows of `items`, then a statement that empties it, then rows of
+    the new table; the stream dies after applying it all, before the checkpoint commits. The
+    replay must not merge the rows before the emptying statement into the emptied silver again
+    (on main it did: they were not matched, so inserted, and the DDL then skipped as applied)."""
+    seed_items(sql, 300)
+    config = make_config()
+    with racer():
+        commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
+    with racer():
+        sql("UPDATE items SET qty = qty + 1 WHERE id % 2 = 0")
+        sql("DELETE FROM items WHERE id % 7 = 0")
+    for statement in EMPTYING[emptying]:
+        sql(statement)
+    sql("INSERT INTO items VALUES (5001, 'after', 1, 1.25, NULL), (5002, 'after', 2, 2.25, 'n')")
+    sql("UPDATE items SET qty = 9 WHERE id = 5001")
+    with crashed_at(*POINTS["before_checkpoint_commit"]):
+        commands.stream(spark, config, available_now=True)
+    commands.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")

@@ -129,8 +129,17 @@ def _gone(change: SchemaChange) -> None:
 
 
 def _applied(spark: SparkSession, config: Config, silver: LakeTable, change: SchemaChange) -> bool:
-    applied = silver.properties(spark).get(_applied_property(config, change.table))
+    applied = applied_through(spark, config, silver, change.table)
     return applied is not None and applied >= position_token(change.offset, 0)
+
+
+def applied_through(
+    spark: SparkSession, config: Config, silver: LakeTable, table: str
+) -> str | None:
+    """The position token of the last DDL of `table` ("db.table") that `silver` took in full;
+    None where it took none. Every row change of `table` before that DDL is in silver already:
+    a batch's rows before its DDL are applied before the DDL is (`APPLIED_PROPERTY`)."""
+    return silver.properties(spark).get(_applied_property(config, table))
 
 
 def _applied_property(config: Config, table: str) -> str:

@@ -28,7 +28,7 @@ from binlake.silver.merge import (
     require_silver,
     silver_table,
 )
-from binlake.silver.schema_follow import apply_schema_change
+from binlake.silver.schema_follow import applied_through, apply_schema_change
 from binlake.silver.spread import Spread
 from binlake.snapshot.resets import send_back
 from binlake.stream.batch_summary import BatchSummary
@@ -90,15 +90,29 @@ class TableBatch:
 
 
 def apply_table_changes(table: TableBatch) -> None:
-    """One table's rows and DDL of a batch, segment by segment in binlog order."""
+    """One table's rows and DDL of a batch, segment by segment in binlog order.
+
+    A replayed batch (a crash after some of its DDL was applied, before its checkpoint) skips
+    the segments that end at a DDL silver took already: their rows were merged before it, and
+    merging them again after it would undo it (rows a TRUNCATE or a re-created table removed
+    would come back)."""
     writes = table.writes
     spark, config = writes.spark, writes.config
+    applied: str | None = None
     for index, (segment, own) in enumerate(table.segments()):
         schema = table.schema_before(index)
         if schema is not None:
-            columns = data_columns(spark, silver_table(config, schema), config, schema.qualified)
+            silver = silver_table(config, schema)
+            if index == 0 and table.ddl and silver.exists(spark):
+                applied = applied_through(spark, config, silver, table.name)
+            columns = data_columns(spark, silver, config, schema.qualified)
             if columns is None:
                 require_silver(spark, config, schema)
+            elif _taken_before(table, index, applied):
+                log.info(
+                    "%s: rows before %s are in silver already (a replayed batch)",
+                    table.name, table.ddl[index].where(),
+                )  # fmt: skip
             else:
                 apply = TableApply(
                     config, schema, columns, writes.applied_before, writes.ends, table.spread, own
@@ -106,6 +120,13 @@ def apply_table_changes(table: TableBatch) -> None:
                 apply(segment)
         if index < len(table.ddl) and not _apply_ddl(writes, table.ddl[index]):
             return  # the table went back to its snapshot, which holds its later rows
+
+
+def _taken_before(table: TableBatch, index: int, applied: str | None) -> bool:
+    """Whether segment `index` ends at a DDL at or before `applied`, the last DDL silver took."""
+    if applied is None or index >= len(table.ddl):
+        return False
+    return applied >= position_token(table.ddl[index].offset, 0)
 
 
 def _segment_schema(
