@@ -12,6 +12,7 @@ from delta.tables import DeltaTable
 
 from binlake.jobs import commands
 
+from .crash import crashed_at
 from .items import (
     ITEMS,
     assert_changelog_holds_each_change_once,
@@ -101,3 +102,27 @@ def test_unfollowable_changes_met_in_a_catch_up_end_exact_in_that_run(
         sql("UPDATE other SET qty = qty + 100 WHERE id % 5 = 0")
     commands.stream(spark, config, available_now=True)
     _assert_exact(spark, sql, config, ["items", "other", "parts"])
+
+
+def test_a_stream_killed_in_its_own_resnapshot_after_planning_finishes_it_on_restart(
+    spark: Any, sql: Any, make_config: Any, racer: Any
+) -> None:
+    """Issue 68.4: a catch-up meets a partition drop, sends `parts` back and snapshots it again;
+    it dies once the new plan is in the ledger (which ends the pending reset), before any chunk
+    is read. The next catch-up must finish that snapshot and rejoin `parts` (on main nothing
+    resumed it: `parts` stayed out of the stream, its silver frozen, with no lag reported)."""
+    _seed(sql)
+    config = make_config()
+    with racer("items"):
+        commands.snapshot(spark, config)
+    commands.stream(spark, config, available_now=True)
+    with racer("items"), racer("parts"):
+        sql("UPDATE parts SET qty = qty + 1 WHERE id = 250")  # the changelog keeps it
+        sql("ALTER TABLE parts DROP PARTITION p0")
+        sql("UPDATE parts SET qty = qty + 10 WHERE id % 3 = 0")
+    with crashed_at("binlake.snapshot.task:read_and_commit", "before", 1):
+        commands.stream(spark, config, available_now=True)
+    with racer("parts"):
+        sql("INSERT INTO parts (id, name, qty, price) VALUES (90003, 'after', 1, 1)")
+    commands.stream(spark, config, available_now=True)
+    _assert_exact(spark, sql, config, ["items", "parts"])

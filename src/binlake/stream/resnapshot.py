@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -30,10 +30,11 @@ from binlake.errors import LeaseError
 from binlake.lake.event_log import event
 from binlake.lake.files import driver_files
 from binlake.lake.lease import snapshot_lease
-from binlake.lake.paths import checkpoint_path, restart_path
+from binlake.lake.paths import checkpoint_path, ledger_path, restart_path
 from binlake.model.capture import split_qualified
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
+from binlake.snapshot.ledger import Ledger
 from binlake.snapshot.resets import PendingResets
 from binlake.snapshot.task import run_snapshot
 from binlake.stream.binlog_source import StreamSpec
@@ -45,21 +46,45 @@ log = logging.getLogger(__name__)
 class Resnapshots:
     """The snapshots of a stream job's tables sent back to their snapshot."""
 
-    def __init__(self, spark: SparkSession, config: Config, tables: list[str]) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: Config,
+        tables: list[str],
+        joined: Collection[str] = (),
+    ) -> None:
+        """`tables`: the job's ("db.table"); `joined`: those the stream applies as it starts."""
         self.spark, self.config, self.tables = spark, config, tables
         self.files = driver_files(spark)
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+        self._unfinished = self._unfinished_snapshots(set(joined))
 
     def pending(self) -> list[str]:
-        """The job's tables whose reset is pending ("db.table")."""
+        """The job's tables to snapshot again ("db.table"): those whose reset is pending, and
+        those out of the stream whose snapshot stopped after its plan was recorded."""
         if self.config.stream.on_unfollowable_ddl != "resnapshot":
             return []
         resets = PendingResets(self.files, self.config)
         pending = {
             t for d in {split_qualified(t)[0] for t in self.tables} for t in resets.of_database(d)
         }
-        return [t for t in self.tables if t in pending]
+        return [t for t in self.tables if t in pending or t in self._unfinished]
+
+    def _unfinished_snapshots(self, joined: set[str]) -> set[str]:
+        """The job's tables out of the stream (`joined` lacks them) whose plan in the ledger has
+        chunks not finished. A snapshot ends its table's pending reset once the new plan is
+        recorded, before reading a chunk: a crash after that leaves no pending reset, and
+        without this nothing would resume the snapshot, so the table would never rejoin. Read
+        once, at the stream's start; a table out of the stream is rare, so the ledger is read
+        only then."""
+        if self.config.stream.on_unfollowable_ddl != "resnapshot":
+            return set()
+        out = {t for t in self.tables if t not in joined}
+        if not out:
+            return set()
+        chunks = Ledger(self.spark, ledger_path(self.config)).chunks()
+        return {c.table for c in chunks if c.table in out and not c.finished}
 
     def poll(self) -> None:
         """Start the snapshot of the tables sent back, unless a snapshot runs (here, or
@@ -87,6 +112,7 @@ class Resnapshots:
     def _run(self, tables: list[str]) -> None:
         log.info("resnapshot of %s: started beside the stream", ", ".join(tables))
         run_snapshot(self.spark, self.config, [t.split(".", 1)[1] for t in tables])
+        self._unfinished.difference_update(tables)
 
     def finish(
         self, spec: StreamSpec, by_name: Mapping[str, TableSchema], position: BinlogOffset

@@ -350,7 +350,7 @@ def _start_and_follow(
         config.stream.job_name, start, "resume" if job.resume else config.stream.startup_mode,
         extra=event("stream_start", sorted(job.joined), start),
     )  # fmt: skip
-    resnapshots = Resnapshots(spark, config, list(job.by_name))
+    resnapshots = Resnapshots(spark, config, list(job.by_name), job.joined)
     # Spark 4.0/4.1 run a Python source's AvailableNow as one batch (of at most
     # stream.max_bytes_per_batch, or the batch a crash left planned): the catch-up starts the
     # query again, from where it ended, until it reaches the head it began at. (Which Spark the
