@@ -314,3 +314,31 @@ def test_reset_of_one_table_while_the_stream_keeps_running(
     assert_silver_is_source(spark, sql, config, "items")
     assert_silver_is_source(spark, sql, config, "other")
     assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+@pytest.mark.parametrize("mode", ["lenient", "evolve"])
+def test_columns_swapped_in_one_alter_keep_their_values(
+    spark: Any, sql: Any, make_config: Any, racer: Any, mode: str
+) -> None:
+    """Issue 68 item 12: one ALTER swapping two columns' names (RENAME COLUMN, then CHANGE)
+    renames both at once; silver moves each column's values with its name, for its rows so far
+    and the rows streamed after the swap."""
+    seed_items(sql, 400)
+    config = make_config(stream={"schema_changes": mode})
+    commands.snapshot(spark, config)
+    _stream(spark, config)
+    with racer():
+        sql("ALTER TABLE items ADD COLUMN stock INT NOT NULL DEFAULT 0")
+        sql("UPDATE items SET stock = id * 10")
+        sql("ALTER TABLE items RENAME COLUMN qty TO stock, RENAME COLUMN stock TO qty")
+        sql("UPDATE items SET stock = stock + 1000 WHERE id % 4 = 0")
+        sql("ALTER TABLE items CHANGE name note VARCHAR(20) NULL, "
+            "CHANGE note name VARCHAR(20) NULL")  # fmt: skip
+        sql("UPDATE items SET note = CONCAT(note, '!') WHERE id % 3 = 0")
+    _stream(spark, config)
+    assert_silver_is_source(spark, sql, config, "items")
+    with racer():
+        sql("UPDATE items SET stock = stock + 1, name = 'later' WHERE id % 5 = 0")
+    _stream(spark, config)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")

@@ -25,7 +25,7 @@ from binlake.config.secrets import hash_salt
 from binlake.config.settings import ColumnRule, SourceConfig
 from binlake.errors import ConfigError
 from binlake.model.schema import Column, TableSchema
-from binlake.mysql.schema_changes import column_changes
+from binlake.mysql.ddl import parse_ddl
 from binlake.mysql.schema_history import SchemaChange
 
 MASK = "****"
@@ -193,18 +193,64 @@ def _check_kinds(table: TableSchema, rule: ColumnRule, by_name: dict[str, Column
 
 def ruled_rename(source: SourceConfig, change: SchemaChange) -> str | None:
     """Why the stream must stop before `change`: it renames a column a rule names, whose values
-    would land raw under the new name (None: it does not)."""
-    before, after = change.before, change.after
-    rule = None if before is None else source.column_rule_of(before.qualified)
-    if rule is None or before is None or after is None:
+    would land raw under the new name (None: it does not). Read from the statements, not only
+    from renames the schemas confirm: a swap (`ssn` <-> `tax_id`) leaves both names in place,
+    yet moves the ruled values under a name no rule covers."""
+    rule = None if change.before is None else source.column_rule_of(change.before.qualified)
+    if rule is None:
         return None
     ruled = _lower(rule.ruled())
-    for moved in column_changes(before, after, change.statement, *change.shadow):
-        if moved.kind == "rename" and (moved.old_name or "").lower() in ruled:
+    for old, new in _statement_renames(change):
+        if old.lower() in ruled:
             return (
-                f"{change.table} changed {change.where()}: it renames {moved.old_name!r}, which "
-                f"source.column_rules names, to {moved.column!r}; the stream stopped before it, "
+                f"{change.table} changed {change.where()}: it renames {old!r}, which "
+                f"source.column_rules names, to {new!r}; the stream stopped before it, "
                 "so no value of the new name landed. Name the new column in the rule, then "
                 f"snapshot the table again: `binlake snapshot --tables {change.name} --reset`"
             )
     return None
+
+
+def renamed_into_rule(source: SourceConfig, change: SchemaChange) -> str | None:
+    """Why silver cannot follow `change` from the binlog: it renames a column no rule names
+    onto a name a rule names (`CHANGE tax_id ssn` under `hash: [ssn]`). A rule follows the name
+    the user configured, so every value under the new name must land through it, but the
+    column's values landed as they were under the old name: renaming silver's column would put
+    them raw under the ruled name. The table is read again instead, through its rules (None:
+    `change` renames nothing onto a ruled name, or `ruled_rename` stops it first)."""
+    before, after = change.before, change.after
+    if before is None or after is None:
+        return None
+    old_rule, new_rule = (
+        source.column_rule_of(before.qualified),
+        source.column_rule_of(after.qualified),
+    )
+    if new_rule is None:
+        return None
+    was_ruled = _lower(old_rule.ruled()) if old_rule is not None else set()
+    for old, new in _statement_renames(change):
+        if new.lower() in _lower(new_rule.ruled()) and old.lower() not in was_ruled:
+            return (
+                f"it renames {old!r} onto {new!r}, which source.column_rules names: the values "
+                f"landed under {old!r} as they were and would stay raw under {new!r}. Snapshot "
+                f"the table again, so every value under {new!r} lands through its rule: "
+                f"`binlake snapshot --tables {change.name} --reset`"
+            )
+    return None
+
+
+def _statement_renames(change: SchemaChange) -> list[tuple[str, str]]:
+    """(old name, new name) of each column the change's statements rename, a chain (`a` -> `x`
+    -> `b`) as one rename, where the old name is a column before and the new one a column
+    after (the statements of a change's shadow included, as `column_changes` reads them)."""
+    before, after = change.before, change.after
+    if before is None or after is None:
+        return []
+    names: dict[str, str] = {}
+    for statement in (change.statement, *change.shadow):
+        ddl = parse_ddl(statement)
+        for old, new in ddl.column_renames if ddl else ():
+            origin = next((o for o, n in names.items() if n.lower() == old.lower()), old)
+            names[origin] = new
+    had, has = _lower(before.column_names), _lower(after.column_names)
+    return [(o, n) for o, n in names.items() if o.lower() in had and n.lower() in has]

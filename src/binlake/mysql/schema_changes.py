@@ -82,21 +82,51 @@ def column_changes(before: TableSchema, after: TableSchema, *statements: str) ->
 def _renames(
     statements: tuple[str, ...], old: dict[str, T.DataType], new: dict[str, T.DataType]
 ) -> dict[str, str]:
-    """Old name → new name for each column the statements rename (and the schemas confirm); a
-    column renamed twice (`a` → `b`, then `b` → `c`) is one rename, `a` → `c`."""
+    """Old name → new name for each column the statements rename (and the schemas confirm).
+    The renames of one statement name the columns as they were before it and happen at once
+    (`a` → `b`, `b` → `a` swaps them); those of later statements follow on (`a` → `b`, then
+    `b` → `c` is one rename, `a` → `c`; then `c` → `a` is none)."""
     names: dict[str, str] = {}  # a column's name before the statements -> its name after them
     for statement in statements:
         ddl = parse_ddl(statement)
-        for old_name, new_name in ddl.column_renames if ddl else ():
-            origin = next((o for o, n in names.items() if n.lower() == old_name.lower()), old_name)
-            names[origin] = new_name
-    found: dict[str, str] = {}
+        names = _renamed_at_once(names, ddl.column_renames if ddl else ())
+    found = {}
     for old_name, new_name in names.items():
         source = next((n for n in old if n.lower() == old_name.lower()), None)
         target = next((n for n in new if n.lower() == new_name.lower()), None)
-        if source is not None and target is not None and source not in new:
+        if source is not None and target is not None and source.lower() != target.lower():
             found[source] = target
-    return found
+    return _confirmed(found, new)
+
+
+def _renamed_at_once(names: dict[str, str], step: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """`names` (first name → current name) after one statement's renames (`step`: current name
+    → next name, all applied at once); a column the step renames that no earlier step did is
+    known by its current name."""
+    moves = {current.lower(): following for current, following in step}
+    result = {first: moves.get(current.lower(), current) for first, current in names.items()}
+    renamed = {current.lower() for current in names.values()}
+    first_names = {first.lower() for first in names}
+    for current, following in step:
+        if current.lower() not in renamed and current.lower() not in first_names:
+            result[current] = following
+    return result
+
+
+def _confirmed(renames: dict[str, str], new: dict[str, T.DataType]) -> dict[str, str]:
+    """The renames the schema after confirms: a renamed column's old name is gone from it, or
+    is the name another confirmed rename took (a swap, a cycle or a chain of names)."""
+    present = {name.lower() for name in new}
+    while True:
+        targets = {target.lower() for target in renames.values()}
+        kept = {
+            source: target
+            for source, target in renames.items()
+            if source.lower() not in present or source.lower() in targets
+        }
+        if kept == renames:
+            return kept
+        renames = kept
 
 
 def widens(old: T.DataType, new: T.DataType) -> bool:

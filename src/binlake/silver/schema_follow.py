@@ -35,7 +35,7 @@ from binlake.lake.tables import (
 from binlake.model.offsets import position_token
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import spark_schema
-from binlake.mysql.column_rules import lake_view
+from binlake.mysql.column_rules import lake_view, renamed_into_rule
 from binlake.mysql.ddl import parse_ddl
 from binlake.mysql.schema_changes import ColumnChange, column_changes, literal_default, unapplicable
 from binlake.mysql.schema_history import SchemaChange
@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 
 #: Silver's table property holding the position of the last DDL applied to it in full.
 APPLIED_PROPERTY = "binlake.ddlApplied"
+#: Silver's table property holding the position of the DDL whose columns renamed at once are
+#: parked (see `_rename_at_once`).
+RENAMING_PROPERTY = "binlake.ddlRenaming"
 
 
 def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChange) -> None:
@@ -63,6 +66,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
     after later rows of the batch were merged. Silver records the last DDL it took in full
     (`APPLIED_PROPERTY`) and a DDL at or before it is skipped; a DDL cut short by a crash is
     redone, each step tolerating the part already done (no later rows were merged yet)."""
+    arrival = renamed_into_rule(config.source, change)  # read on the source's names
     change = _as_landed(config, change)
     after = change.after
     if after is None:
@@ -87,7 +91,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
     elif change.before is None:
         _bring_in(spark, config, change, after)
     else:
-        _alter(spark, config, change, change.before, after)
+        _alter(spark, config, change, change.before, after, arrival)
     if silver.exists(spark):
         token = position_token(change.offset, 0)
         key = _applied_property(config, change.table)
@@ -160,9 +164,13 @@ def _alter(
     change: SchemaChange,
     before: TableSchema,
     after: TableSchema,
+    arrival: str | None = None,
 ) -> None:
+    """Silver's columns follow `change`, or it raises before changing any. `arrival`: why the
+    change cannot be followed under the column rules (`renamed_into_rule`): the table is read
+    again through its rules rather than its raw column renamed onto a ruled name."""
     changes = column_changes(before, after, change.statement, *change.shadow)
-    if not changes and before.key == after.key:
+    if arrival is None and not changes and before.key == after.key:
         return
     described = ", ".join(c.describe() for c in changes) or "a new row key"
     if config.stream.schema_changes == "stop":
@@ -171,17 +179,115 @@ def _alter(
             "stop, so the stream stopped before that change: set it to lenient or evolve to "
             f"apply it, or {_remedy(change)}"
         )
+    if arrival is not None:
+        raise UnfollowableChange(
+            f"{change.table} changed {change.where()}: {arrival}. The stream stopped before "
+            "that change, with silver unchanged"
+        )
     reason = unapplicable(before, after, changes)
     if reason:
         raise UnfollowableChange(
             f"{change.table} changed {change.where()}: {described}; silver cannot follow: "
             f"{reason}. The stream stopped before that change: {_remedy(change)}"
         )
+    moves = _interlocked(changes)
+    if moves and member_of(config, after.qualified) is not None:
+        raise UnfollowableChange(
+            f"{change.table} changed {change.where()}: {described}; silver cannot follow: a "
+            "route's silver is shared by its members, whose columns keep their names. The "
+            f"stream stopped before that change: {_remedy(change)}"
+        )
     silver = silver_table(config, after)
+    if moves:
+        _rename_at_once(spark, config, silver, change, after, moves)
     for column_change in changes:
-        _apply_column_change(spark, config, silver, after, column_change)
+        if column_change in moves:
+            _follow_in_changelog(spark, config, after, column_change)
+        else:
+            _apply_column_change(spark, config, silver, after, column_change)
     how = " (an online schema-change tool's cut-over)" if change.kind == "swap" else ""
     log.info("%s changed %s%s: silver applied %s", change.table, change.where(), how, described)
+
+
+def _interlocked(changes: list[ColumnChange]) -> list[ColumnChange]:
+    """The renames that take a name another rename frees (a swap, a cycle or a chain of names
+    in one ALTER): silver renames them at once (`_rename_at_once`), not one by one."""
+    renames = [c for c in changes if c.kind == "rename" and c.old_name is not None]
+    sources = {c.old_name.lower() for c in renames if c.old_name is not None}
+    targets = {c.column.lower() for c in renames}
+    return [
+        c for c in renames
+        if c.column.lower() in sources or (c.old_name or "").lower() in targets
+    ]  # fmt: skip
+
+
+def _rename_at_once(
+    spark: SparkSession,
+    config: Config,
+    silver: LakeTable,
+    change: SchemaChange,
+    after: TableSchema,
+    moves: list[ColumnChange],
+) -> None:
+    """Rename silver's columns as `moves` say, all at once, as the source did (Delta column
+    mapping renames, in every mode: the values move with their names): each column first takes
+    a parking name (`_parked`), then its new one. Under `lenient` a name the moves free and
+    none takes (the `a` of `a` → `b`, `b` → `c`) stays, holding its values as before.
+
+    A run cut short converges: the parking names show the first step's progress and a table
+    property (`RENAMING_PROPERTY`), set once every column is parked, marks it done; no rows
+    were merged after the DDL yet."""
+    enable_column_mapping(spark, silver)
+    marker = _renaming_property(config, change.table)
+    token = position_token(change.offset, 0)
+    if silver.properties(spark).get(marker) != token:
+        held = data_columns(spark, silver, config, after.qualified) or T.StructType([])
+        for move in moves:
+            assert move.old_name is not None
+            if _field(held, move.old_name) is not None and _field(held, _parked(move)) is None:
+                _rename_column(spark, silver, move.old_name, _parked(move))
+        spark.sql(f"ALTER TABLE {silver.sql} SET TBLPROPERTIES ('{marker}' = '{token}')")
+    for move in moves:
+        held = data_columns(spark, silver, config, after.qualified) or T.StructType([])
+        if _field(held, _parked(move)) is None:
+            continue  # renamed by a run cut short
+        if _field(held, move.column) is not None:  # a lenient silver's dropped column
+            _set_aside(spark, silver, "", move.column, held)
+        _rename_column(spark, silver, _parked(move), move.column)
+    if config.stream.schema_changes != "evolve":
+        _keep_freed_names(spark, config, silver, after, moves)
+
+
+def _keep_freed_names(
+    spark: SparkSession,
+    config: Config,
+    silver: LakeTable,
+    after: TableSchema,
+    moves: list[ColumnChange],
+) -> None:
+    """`lenient` keeps a renamed column's old name: one no move took is added again, holding
+    the values it held (now under the new name)."""
+    taken = {move.column.lower() for move in moves}
+    for move in moves:
+        assert move.old_name is not None
+        if move.old_name.lower() not in taken:
+            _add_column(spark, config, silver, after, move.old_name, move.old_type)
+            silver.update(spark, {column_name(move.old_name): F.col(column_name(move.column))})
+
+
+def _parked(move: ColumnChange) -> str:
+    """The name a column renamed at once with others holds between its two renames."""
+    return f"{move.old_name}__renaming"
+
+
+def _rename_column(spark: SparkSession, table: LakeTable, old: str, new: str) -> None:
+    spark.sql(f"ALTER TABLE {table.sql} RENAME COLUMN {column_name(old)} TO {column_name(new)}")
+
+
+def _renaming_property(config: Config, table: str) -> str:
+    """The property marking the columns of `table`'s DDL at a position parked (see
+    `_rename_at_once`); per member, like `_applied_property`."""
+    return _applied_property(config, table).replace(APPLIED_PROPERTY, RENAMING_PROPERTY)
 
 
 def _apply_column_change(
@@ -288,6 +394,17 @@ def _make_room(
     old = _field(held, column)
     if old is None or kind is None or old.dataType == kind:
         return  # free, or the same type: the column takes the new values (and its default)
+    _set_aside(spark, table, prefix, column, held)
+
+
+def _set_aside(
+    spark: SparkSession, table: LakeTable, prefix: str, column: str, held: T.StructType
+) -> None:
+    """Rename the column `held` holds as `column` to `<name>__dropped_<n>` (the first free
+    `n`), keeping its values: the name is free for another column."""
+    old = _field(held, column)
+    if old is None:
+        return
     taken = {f.name.lower() for f in held.fields}
     aside = next(
         f"{old.name}__dropped_{n}" for n in range(1, 10_000)

@@ -53,6 +53,45 @@ def test_a_rename_comes_from_the_statement(statement: str) -> None:
     assert (change.kind, change.old_name, change.column) == ("rename", "old", "new")
 
 
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        ("ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a", {("a", "b"), ("b", "a")}),
+        ("ALTER TABLE t CHANGE a b INT, CHANGE b a INT", {("a", "b"), ("b", "a")}),
+        (
+            "ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO c, RENAME COLUMN c TO a",
+            {("a", "b"), ("b", "c"), ("c", "a")},
+        ),
+    ],
+)
+def test_columns_swapped_in_one_statement_are_renamed_at_once(
+    statement: str, expected: set[tuple[str, str]]
+) -> None:
+    """The renames of one ALTER name the columns as they were before it (MySQL and MariaDB
+    apply them at once), so a swap or a cycle of names moves every column's values, though the
+    names before and after are the same."""
+    before = _table(_column("a"), _column("b"), _column("c"))
+    after = _table(_column("b"), _column("a"), _column("c"))
+    changes = column_changes(before, after, statement)
+    assert all(c.kind == "rename" for c in changes)
+    assert {(c.old_name, c.column) for c in changes} == expected
+
+
+def test_a_chain_of_renames_in_one_statement_moves_each_column_one_step() -> None:
+    """`a TO b, b TO c` in one ALTER: `b` is the old `a`, `c` the old `b`, `a` is gone."""
+    before, after = _table(_column("a"), _column("b")), _table(_column("b"), _column("c"))
+    statement = "ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO c"
+    changes = {(c.kind, c.old_name, c.column) for c in column_changes(before, after, statement)}
+    assert changes == {("rename", "a", "b"), ("rename", "b", "c")}
+
+
+def test_renames_back_over_two_statements_are_no_change() -> None:
+    """`a TO b`, then (another ALTER) `b TO a`: the column is where it was."""
+    before = after = _table(_column("a"), _column("c"))
+    statements = ("ALTER TABLE t RENAME COLUMN a TO b", "ALTER TABLE t RENAME COLUMN b TO a")
+    assert column_changes(before, after, *statements) == []
+
+
 def test_without_a_rename_in_the_statement_it_is_a_drop_and_an_add() -> None:
     before, after = _table(_column("old")), _table(_column("new"))
     kinds = sorted(
