@@ -5,7 +5,8 @@ Rows are compared by (collation-folded) key, value by value: the source is read 
 normalised with `binlake.model.typemap` (the spec of how a value lands in Delta). TIMESTAMP values
 are compared as aware UTC instants on both sides: the normaliser makes the source's aware, and
 Spark returns naive datetimes in the Python process's local zone, which `astimezone` turns into
-the same instant. (items.py holds the chispa checks of the `items` tests.)
+the same instant. The chispa checks compare silver with the source column by column, as
+information_schema types them, and the changelog's changes by offset and operation.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.lake.paths import ledger_path
@@ -215,3 +218,86 @@ def assert_no_leak(password: str, what: str, data: bytes | str) -> None:
     blob = data.encode(errors="replace") if isinstance(data, str) else data
     for form in leak_forms(password):
         assert form not in blob, f"the password ({form!r}) leaked into {what}"
+
+
+# ---------------------------------------------------------------------------------------------
+# chispa checks: silver equals the source column by column, the changelog holds each change once
+
+
+_SPARK_TYPES = {
+    "int": T.IntegerType(),
+    "bigint": T.LongType(),
+    "varchar": T.StringType(),
+    "longtext": T.StringType(),
+    "enum": T.StringType(),
+    "longblob": T.BinaryType(),
+    "decimal": None,  # from the column's precision and scale
+}
+
+
+def source_columns(sql: Any, table: str) -> list[tuple[str, T.DataType]]:
+    columns = []
+    for name, kind, precision, scale in sql(
+        "SELECT column_name, data_type, numeric_precision, numeric_scale "
+        "FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = %s "
+        "ORDER BY ordinal_position",
+        (table,),
+    ):
+        spark = _SPARK_TYPES[kind] or T.DecimalType(precision, scale)
+        columns.append((name, spark))
+    return columns
+
+
+def assert_silver_is_source(
+    spark: Any,
+    sql: Any,
+    config: Any,
+    table: str,
+    where: str | None = None,
+    layer: str = "silver",
+    source_where: str = "TRUE",
+    database: str | None = None,
+    routed_into: tuple[str, str] | None = None,
+) -> list[str]:
+    """Silver's rows (or bronze's; those matching `where`, if given), projected on the source's
+    columns, equal the source's (those matching `source_where`; `sql` runs in `database`, by
+    default `source.database`); returns the table's column names. `routed_into`: the
+    (database, table) of a route's silver, whose rows of `database`.`table` are compared."""
+    columns = source_columns(sql, table)
+    names = [n for n, _ in columns]
+    schema = T.StructType([T.StructField(n, t, True) for n, t in columns])
+    quoted = ", ".join(f"`{n}`" for n in names)
+    rows = sql(f"SELECT {quoted} FROM `{table}` WHERE {source_where}")
+    expected = spark.createDataFrame(rows, schema)
+    database = database or config.source.database
+    silver = lake_table(config.lake, layer, *(routed_into or (database, table))).read(spark)
+    if routed_into is not None:
+        silver = silver.where((F.col("_source_db") == database) & (F.col("_source_table") == table))
+    if where is not None:
+        silver = silver.where(where)
+    actual = silver.select(*[silver[f"`{n}`"].cast(t).alias(n) for n, t in columns])
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+    return [f.name for f in silver.schema.fields]
+
+
+def assert_changelog_holds_each_change_once(
+    spark: Any, config: Any, table: str, database: str | None = None
+) -> None:
+    """A change is its offset and operation: a key-changing update is a delete and an insert
+    at one offset."""
+    name = f"{table}__changelog"
+    database = database or config.source.database
+    changelog = lake_table(config.lake, "bronze", database, name).read(spark)
+    assert changelog.count() == changelog.select("_binlake_offset", "_op").distinct().count()
+
+
+def assert_lands_exactly(spark: Any, db_env: dict[str, str], config: Any, table: str) -> None:
+    """Silver equals the source's `table` (chispa) and the changelog holds each change once."""
+    with connect(db_env, config.source.database) as conn, conn.cursor() as cur:
+
+        def sql(statement: str, args: Any = None) -> list[tuple[Any, ...]]:
+            cur.execute(statement, args)
+            return list(cur.fetchall())
+
+        assert_silver_is_source(spark, sql, config, table)
+    assert_changelog_holds_each_change_once(spark, config, table)

@@ -14,13 +14,9 @@ import pytest
 from binlake.jobs import commands
 from binlake.lake.tables import lake_table
 
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .crash import crashed_at
-from .items import (
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    seed_items,
-)
+from .items import Racer, seed_items
 
 pytestmark = pytest.mark.integration
 

@@ -35,13 +35,8 @@ from binlake.stream.binlog_source import (
 )
 from binlake.stream.task import stream_spec
 
-from .items import (
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    observed_merges,
-    seed_items,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import Racer, observed_merges, seed_items
 from .replay import commit_ends, connect
 
 pytestmark = pytest.mark.integration

@@ -26,13 +26,8 @@ from binlake.model.offsets import BinlogOffset, bytes_behind
 from binlake.mysql.server import binlog_sizes, current_offset
 from binlake.stream.sink import batch_end
 
-from .items import (
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    logged_events,
-    seed_items,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import Racer, logged_events, seed_items
 from .replay import commit_ends, connect
 
 pytestmark = pytest.mark.integration

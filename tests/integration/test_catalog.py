@@ -29,14 +29,13 @@ from binlake.snapshot.chunks import ChunkRange
 from binlake.snapshot.ledger import FINISHED, MARK, PENDING, ChunkResult, Ledger
 from binlake.snapshot.ledger import SCHEMA as LEDGER_SCHEMA
 
-from .assertions import assert_silver_equals_source
-from .child_runs import KILL_SNAPSHOT, run_killed, write_config
-from .items import (
-    Racer,
+from .assertions import (
     assert_changelog_holds_each_change_once,
+    assert_silver_equals_source,
     assert_silver_is_source,
-    seed_items,
 )
+from .child_runs import KILL_SNAPSHOT, run_killed, write_config
+from .items import Racer, seed_items
 from .replay import Writers, connect
 from .workload import Workload, create_tables, seed
 

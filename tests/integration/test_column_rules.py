@@ -24,8 +24,8 @@ from binlake.errors import BinlakeError, ConfigError, SchemaChangeError
 from binlake.jobs import commands
 from binlake.lake.tables import lake_table
 
-from .assertions import assert_no_leak
-from .items import assert_changelog_holds_each_change_once, wait_for
+from .assertions import assert_changelog_holds_each_change_once, assert_no_leak
+from .items import wait_for
 from .replay import connect
 
 pytestmark = pytest.mark.integration

@@ -16,13 +16,8 @@ import pytest
 from binlake.jobs import commands
 from binlake.lake.tables import lake_table
 
-from .items import (
-    ITEMS,
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    seed_items,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import ITEMS, Racer, seed_items
 from .replay import connect
 
 pytestmark = pytest.mark.integration

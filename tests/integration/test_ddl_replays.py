@@ -13,13 +13,9 @@ import pytest
 
 from binlake.jobs import commands
 
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .crash import crashed_at
-from .items import (
-    ITEMS,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    seed_items,
-)
+from .items import ITEMS, seed_items
 
 pytestmark = pytest.mark.integration
 

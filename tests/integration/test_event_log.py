@@ -26,7 +26,8 @@ from binlake.model.offsets import BinlogOffset
 from binlake.mysql.schema_history import schema_history
 from binlake.stream.task import checkpoint_offset
 
-from .items import Racer, assert_silver_is_source, logged_events, seed_items
+from .assertions import assert_silver_is_source
+from .items import Racer, logged_events, seed_items
 
 pytestmark = pytest.mark.integration
 

@@ -25,15 +25,8 @@ from binlake.lake.tables import lake_table
 from binlake.mysql.lineage import current_lineage
 from binlake.stream.task import checkpoint_offset, planned_offset
 
-from .items import (
-    ITEMS,
-    Racer,
-    assert_lands_exactly,
-    logged_events,
-    running_stream,
-    stream_losing_its_commit,
-    wait_for,
-)
+from .assertions import assert_lands_exactly
+from .items import ITEMS, Racer, logged_events, running_stream, stream_losing_its_commit, wait_for
 from .replay import connect
 from .servers import DB_SH, PrivateServer
 

@@ -30,17 +30,13 @@ from binlake.model.offsets import BinlogOffset
 from binlake.snapshot.task import run_snapshot
 from binlake.stream.task import checkpoint_offset
 
-from .child_runs import KILL_POINTS, KILL_SNAPSHOT, run_killed, write_config
-from .items import (
-    ITEMS,
-    Racer,
+from .assertions import (
     assert_changelog_holds_each_change_once,
     assert_lands_exactly,
     assert_silver_is_source,
-    logged_events,
-    seed_items,
-    wait_for,
 )
+from .child_runs import KILL_POINTS, KILL_SNAPSHOT, run_killed, write_config
+from .items import ITEMS, Racer, logged_events, seed_items, wait_for
 from .replay import connect, subprocess_env
 from .servers import PrivateServer
 

@@ -21,15 +21,8 @@ from binlake.lake.tables import lake_table
 from binlake.silver.merge import offset_token
 from binlake.snapshot import task as snapshot_module
 
-from .items import (
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    running_stream,
-    seed_items,
-    stream_losing_its_commit,
-    wait_for,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import Racer, running_stream, seed_items, stream_losing_its_commit, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -25,15 +25,8 @@ from binlake.silver import spread
 from binlake.silver.merge import silver_table
 from binlake.stream import batch_settings
 
-from .items import (
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    observed_merges,
-    seed_items,
-    session_values,
-    stream_losing_its_commit,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import Racer, observed_merges, seed_items, session_values, stream_losing_its_commit
 
 pytestmark = pytest.mark.integration
 

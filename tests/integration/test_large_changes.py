@@ -12,7 +12,7 @@ import pytest
 
 from binlake.jobs import commands
 
-from .items import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .replay import connect
 
 pytestmark = pytest.mark.integration

@@ -18,13 +18,8 @@ from binlake.lake.tables import lake_table
 from binlake.snapshot.ledger import Ledger
 from binlake.snapshot.task import ChunkScheduler
 
-from .items import (
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    running_stream,
-    seed_items,
-    wait_for,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import running_stream, seed_items, wait_for
 from .replay import connect
 
 pytestmark = pytest.mark.integration

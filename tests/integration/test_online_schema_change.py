@@ -16,13 +16,8 @@ import pytest
 
 from binlake.jobs import commands
 
-from .items import (
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    running_stream,
-    seed_items,
-    wait_for,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import running_stream, seed_items, wait_for
 from .migrations import pt_online_schema_change
 
 pytestmark = pytest.mark.integration

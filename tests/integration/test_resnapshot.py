@@ -12,15 +12,9 @@ from delta.tables import DeltaTable
 
 from binlake.jobs import commands
 
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .crash import crashed_at
-from .items import (
-    ITEMS,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    running_stream,
-    seed_items,
-    wait_for,
-)
+from .items import ITEMS, running_stream, seed_items, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -17,14 +17,9 @@ from binlake.errors import ConfigError
 from binlake.jobs import commands
 from binlake.lake.tables import lake_table
 
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .crash import crashed_at
-from .items import (
-    ITEMS,
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    seed_items,
-)
+from .items import ITEMS, Racer, seed_items
 
 pytestmark = pytest.mark.integration
 

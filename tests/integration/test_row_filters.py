@@ -16,13 +16,8 @@ from binlake.errors import ConfigError
 from binlake.jobs import commands
 from binlake.lake.tables import lake_table
 
-from .items import (
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    seed_items,
-    stream_losing_its_commit,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import Racer, seed_items, stream_losing_its_commit
 
 pytestmark = pytest.mark.integration
 

@@ -19,17 +19,14 @@ from binlake.lake.paths import tables_path
 from binlake.lake.stream_tables import StreamTables
 from binlake.silver import spread
 
-from .child_runs import KILL_POINTS, run_killed_at, write_config
-from .crash import crashed_at
-from .items import (
-    ITEMS,
+from .assertions import (
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
-    observed_merges,
-    seed_items,
     source_columns,
-    wait_for,
 )
+from .child_runs import KILL_POINTS, run_killed_at, write_config
+from .crash import crashed_at
+from .items import ITEMS, observed_merges, seed_items, wait_for
 
 pytestmark = pytest.mark.integration
 

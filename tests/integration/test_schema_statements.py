@@ -12,7 +12,8 @@ from delta.tables import DeltaTable
 from binlake.errors import SchemaChangeError
 from binlake.jobs import commands
 
-from .items import assert_changelog_holds_each_change_once, assert_silver_is_source, seed_items
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import seed_items
 
 pytestmark = pytest.mark.integration
 

@@ -23,12 +23,12 @@ from binlake.snapshot import ddl_follow
 from binlake.snapshot import task as snapshot_task
 from binlake.snapshot.ledger import Ledger
 
-from .items import (
+from .assertions import (
     assert_changelog_holds_each_change_once,
     assert_silver_is_source,
-    seed_items,
     source_columns,
 )
+from .items import seed_items
 from .migrations import migrate_during_batches, pt_online_schema_change, run_soon
 
 pytestmark = pytest.mark.integration

@@ -16,15 +16,10 @@ from typing import Any
 
 from binlake.lake.tables import lake_table
 
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .child_runs import write_config
 from .connect_server import client_command, client_env, run_remote, server_log
-from .items import (
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    logged_events,
-    seed_items,
-)
+from .items import Racer, logged_events, seed_items
 from .replay import ROOT
 
 #: What the stream logs as each catch-up run starts.

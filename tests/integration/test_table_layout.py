@@ -20,12 +20,8 @@ from binlake.mysql.connection import connection
 from binlake.mysql.discovery import load_schema
 from binlake.silver.merge import changelog_table, silver_table
 
-from .items import (
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    seed_items,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import Racer, seed_items
 from .migrations import migrate_during_batches
 
 pytestmark = pytest.mark.integration

@@ -28,14 +28,8 @@ import yaml
 
 from binlake.jobs import commands
 
-from .items import (
-    ITEMS,
-    Racer,
-    assert_changelog_holds_each_change_once,
-    assert_silver_is_source,
-    running_stream,
-    seed_items,
-)
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .items import ITEMS, Racer, running_stream, seed_items
 from .replay import subprocess_env
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,8 @@ import yaml
 from binlake.config.secrets import read_secret
 from binlake.jobs import cli
 
-from .items import assert_silver_is_source, seed_items
+from .assertions import assert_silver_is_source
+from .items import seed_items
 from .workspace_api import Workspace
 
 REFERENCE = "binlake/source-password"
