@@ -49,8 +49,9 @@ class Ddl:
     column_renames: tuple[tuple[str, str], ...] = ()  # (old, new) column names, in order
     replace: bool = False  # CREATE OR REPLACE TABLE (MariaDB): the old table is dropped first
     if_not_exists: bool = False  # CREATE TABLE IF NOT EXISTS: nothing when the table exists
-    #: The clause of an ALTER that removes or replaces rows without row events (DROP, TRUNCATE
-    #: or EXCHANGE PARTITION, DISCARD/IMPORT TABLESPACE); "" when none does.
+    #: The clause of an ALTER that removes, adds or replaces rows without row events (DROP,
+    #: TRUNCATE, EXCHANGE or CONVERT PARTITION, CONVERT TABLE … TO PARTITION, DISCARD/IMPORT
+    #: [PARTITION …] TABLESPACE); "" when none does.
     removes_rows: str = ""
     #: DROP DATABASE: the database whose every table goes (the binlog logs no DROP TABLE each).
     dropped_database: str | None = None
@@ -201,6 +202,10 @@ def _alter(p: Parser) -> Ddl | None:
             clause.name()
             clause.phrase("WITH", "TABLE")
             tables.append(clause.table())
+        elif clause.phrase("CONVERT", "PARTITION"):  # its rows leave for a new table (10.7+)
+            removes_rows = "CONVERT PARTITION"
+        elif clause.phrase("CONVERT", "TABLE"):  # a table's rows arrive as a partition (10.7+)
+            removes_rows = "CONVERT TABLE"
         elif verb := _removing_rows(clause):
             removes_rows = verb
     # CHANGE keeping the name (MySQL compares column names case-insensitively) only redefines it.
@@ -216,6 +221,9 @@ def _removing_rows(clause: Parser) -> str:
                   ("IMPORT", "TABLESPACE")):  # fmt: skip
         if clause.phrase(*words):
             return " ".join(words)
+    for verb in ("DISCARD", "IMPORT"):  # `DISCARD PARTITION p TABLESPACE`: one partition's rows
+        if clause.phrase(verb, "PARTITION"):
+            return f"{verb} PARTITION TABLESPACE"
     return ""
 
 

@@ -71,6 +71,13 @@ def schema_after_alter(
         return None
 
 
+#: Clauses that change a table's partitioning, never its columns.
+_PARTITIONING = (
+    "PARTITION", "REORGANIZE", "COALESCE", "REBUILD", "OPTIMIZE", "ANALYZE", "CHECK", "REPAIR",
+    "REMOVE",
+)  # fmt: skip
+
+
 def _clause(
     p: Parser, columns: list[Column], charsets: Charsets
 ) -> tuple[str, str] | None:  # fmt: skip
@@ -106,6 +113,8 @@ def _clause(
         return None
     if p.keyword("RENAME", "ALGORITHM", "LOCK", "ENGINE", "COMMENT", "AUTO_INCREMENT", "FORCE"):
         return None  # the table's name (followed elsewhere), indexes, or table options
+    if p.keyword(*_PARTITIONING):
+        return None  # where rows are kept (those that move rows are re-snapshots: `ddl`)
     if p.keyword("ROW_FORMAT", "KEY_BLOCK_SIZE", "STATS_PERSISTENT", "PACK_KEYS", "CHECKSUM"):
         return None
     raise _Unknown(p.peek())
@@ -116,8 +125,10 @@ def _add(p: Parser, columns: list[Column], charsets: Charsets) -> None:
         return  # an index or constraint: no column changes
     if p.keyword("UNIQUE"):
         return  # may give a key-less table a split key candidate, never a new row key
-    if p.keyword("PRIMARY", "PARTITION", "PERIOD", "SYSTEM"):
-        raise _Unknown("ADD PRIMARY KEY / PARTITION / PERIOD")
+    if p.keyword("PARTITION"):
+        return  # a new, empty partition: where rows are kept, not what they hold
+    if p.keyword("PRIMARY", "PERIOD", "SYSTEM"):
+        raise _Unknown("ADD PRIMARY KEY / PERIOD / SYSTEM VERSIONING")
     p.keyword("COLUMN")
     if p.punct("("):
         raise _Unknown("ADD COLUMN (a, b)")

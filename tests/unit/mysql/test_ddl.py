@@ -254,6 +254,24 @@ def test_statements_that_change_no_table_are_none(statement: str) -> None:
         ),
         ("ALTER TABLE t DROP PARTITION p0, p1", Ddl("alter", (t,), removes_rows="DROP PARTITION")),
         ("ALTER TABLE t DISCARD TABLESPACE", Ddl("alter", (t,), removes_rows="DISCARD TABLESPACE")),
+        # Issue 68.8: row-moving partition DDL (MariaDB 10.7+), and one partition's tablespace.
+        (
+            "ALTER TABLE t CONVERT PARTITION p0 TO TABLE db.u",
+            Ddl("alter", (t,), removes_rows="CONVERT PARTITION"),
+        ),
+        (
+            "ALTER TABLE t CONVERT TABLE u TO PARTITION p2 VALUES LESS THAN (300)",
+            Ddl("alter", (t,), removes_rows="CONVERT TABLE"),
+        ),
+        (
+            "ALTER TABLE t DISCARD PARTITION p0, p1 TABLESPACE",
+            Ddl("alter", (t,), removes_rows="DISCARD PARTITION TABLESPACE"),
+        ),
+        (
+            "ALTER TABLE t IMPORT PARTITION ALL TABLESPACE",
+            Ddl("alter", (t,), removes_rows="IMPORT PARTITION TABLESPACE"),
+        ),
+        ("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", alter()),
         (
             "ALTER TABLE t REORGANIZE PARTITION p0 INTO (PARTITION p0a VALUES LESS THAN (5))",
             alter(),
