@@ -22,7 +22,7 @@ from binlake.lake.tables import local_frame
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.mysql.lost_binlog import resnapshot_remedy
-from binlake.mysql.schema_history import SchemaHistory
+from binlake.mysql.schema_history import SchemaHistory, entry_at
 from binlake.silver.change_record import CHANGE_SCHEMA
 from binlake.silver.merge import (
     ChangelogEnds,
@@ -77,7 +77,8 @@ def join_ready_tables(
 
     def join(name: str) -> None:
         rows = snapshot_rows(chunks, name)
-        ensure_silver(spark, config, tables[name], from_bronze=True, replace=True, bronze_rows=rows)
+        schema = _bronze_schema(history, name, marks[name], tables[name])
+        ensure_silver(spark, config, schema, from_bronze=True, replace=True, bronze_rows=rows)
         apply_table_changes(writes.table(caught_up.frame, caught_up.summary, name))
 
     try:
@@ -94,6 +95,19 @@ def join_ready_tables(
     return ready
 
 
+def left_to_snapshot(spark: SparkSession, config: Config, tables: set[str]) -> set[str]:
+    """Of `tables` (created in a batch, not applied by the stream yet), those a snapshot holds:
+    planned in the ledger or awaiting a reset. They join through that snapshot's catch-up,
+    which reads the DDL itself, never by a CREATE the stream meets: MySQL logs every
+    `CREATE TABLE IF NOT EXISTS`, also of a table that exists, which would otherwise empty
+    silver and skip the snapshot's join."""
+    if not tables:
+        return set()
+    resets = PendingResets(driver_files(spark), config)
+    planned = {c.table for c in Ledger(spark, ledger_path(config)).chunks()}
+    return {t for t in tables if t in planned or resets.pending(t)}
+
+
 def _require_same_lineage(marks: dict[str, ChunkMarks], position: BinlogOffset) -> None:
     """A table joins by reading the binlog from its chunks' high watermarks: coordinates in
     the binlog its snapshot read, which a replaced source (`lineage`) does not have."""
@@ -104,6 +118,16 @@ def _require_same_lineage(marks: dict[str, ChunkMarks], position: BinlogOffset) 
             f"has since moved away from (a failover), and had not joined the stream: its "
             f"catch-up cannot be read on this source. {resnapshot_remedy(read_before)}"
         )
+
+
+def _bronze_schema(
+    history: SchemaHistory, name: str, marks: ChunkMarks, configured: TableSchema
+) -> TableSchema:
+    """The layout bronze holds a joining table in: the one in force at its chunks' first high
+    watermark (the snapshot records each DDL it follows), not the server's at the stream's
+    start. DDL after it is in the catch-up, which silver then follows in order."""
+    entry = entry_at(history.entries(name), marks.min_hw)
+    return entry.schema if entry is not None and entry.schema is not None else configured
 
 
 def _finished(chunks: list[ChunkState], table: str) -> bool:

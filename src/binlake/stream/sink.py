@@ -41,7 +41,7 @@ from binlake.silver.merge import (
 from binlake.stream.batch_settings import SilverSizes, settings_for
 from binlake.stream.batch_summary import BatchSummary, batch_summary, collectable
 from binlake.stream.binlog_source import StreamSpec
-from binlake.stream.joining import join_ready_tables
+from binlake.stream.joining import join_ready_tables, left_to_snapshot
 from binlake.stream.side_by_side import side_by_side
 from binlake.stream.table_changes import StreamWrites, apply_table_changes
 
@@ -94,9 +94,10 @@ class BatchSink:
             summary = batch_summary(batch, collectable(self._start_of(batch_id), logged))
             counts, ddl = summary.counts, summary.ddl
             # Skipped: a table taken out of the job (`snapshot --reset`) after this batch was
-            # planned. A table the batch creates joins by its CREATE.
+            # planned. A table the batch creates joins by its CREATE, unless a snapshot holds it.
             joined = self.joined.read()
             created = {d.table for d in ddl if d.before is None and d.after is not None}
+            created -= left_to_snapshot(batch.sparkSession, self.config, created - joined.keys())
             names = sorted(
                 t for t in {*counts, *(d.table for d in ddl)}
                 if t in joined or t in created or t not in self.tables
