@@ -14,6 +14,9 @@ from typing import Any
 
 from binlake.errors import BundleError
 
+#: The target `run-local` takes unless told otherwise: this machine's source and lake.
+LOCAL_TARGET = "local"
+
 
 def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> None:
     """Add `binlake bundle` and its actions to the CLI's `commands` (its subparsers);
@@ -27,7 +30,6 @@ def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> Non
         parents=[verbosity],
     )
     common = argparse.ArgumentParser(add_help=False, parents=[verbosity])
-    common.add_argument("--target", "-t", help="bundle target (default: the `default: true` one)")
     common.add_argument(
         "--var",
         action="append",
@@ -36,7 +38,7 @@ def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> Non
     )
     common.add_argument("--root", default=".", help="folder holding bundle.yml (default: .)")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser(
+    validate = actions.add_parser(
         "validate",
         parents=[common],
         help="check the bundle for a target and show its jobs as a deploy would make them",
@@ -44,6 +46,7 @@ def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> Non
         "of its mode, each job against the Jobs API's settings and each task as a binlake "
         "command. Asks the workspace only what the target needs (e.g. the current user).",
     )
+    _target_argument(validate, None)
     run_local = actions.add_parser(
         "run-local",
         parents=[common],
@@ -52,13 +55,27 @@ def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> Non
         "failing task stops the run and its exit code is binlake's. `databricks bundle run` "
         "runs a deployed job on the workspace instead.",
     )
+    _target_argument(run_local, LOCAL_TARGET)
     _job_arguments(run_local)
-    actions.add_parser(
+    deploy = actions.add_parser(
         "deploy",
         parents=[common],
         help="not binlake's: `databricks bundle deploy` deploys the bundle",
         description="binlake deploys nothing: the Databricks CLI deploys the bundle with every "
         "resource and its deployment state (`databricks bundle deploy -t TARGET`).",
+    )
+    _target_argument(deploy, None)
+
+
+def _target_argument(parser: argparse.ArgumentParser, default: str | None) -> None:
+    """`--target`: by default the bundle's `default: true` target (`dev`, as a bare
+    `databricks bundle deploy` takes it), but `run-local` takes `local`, the one target
+    meant for this machine."""
+    parser.add_argument(
+        "--target",
+        "-t",
+        default=default,
+        help=f"bundle target (default: {default or 'the `default: true` one'})",
     )
 
 

@@ -1,5 +1,6 @@
-"""Where the bundle's jobs run, chosen by the bundle variable `compute`: `serverless` (the
-default) or `classic` job clusters. And each developer's own replica server ids in `dev`.
+"""Where the bundle's jobs run, chosen by the bundle variable `compute`: `dedicated` (the
+default), `standard` or `serverless` (docs/compute.md#what-binlake-needs-of-each-compute-kind).
+And each developer's own replica server ids in `dev`.
 
 The job files declare serverless compute, as Databricks' `default-python` template does: an
 `environments` entry whose dependencies hold the wheel, and `environment_key` on each task.
@@ -7,11 +8,13 @@ These are job mutators of the `databricks-bundles` package, listed under `python
 bundle.yml: the Databricks CLI runs them at deploy, and binlake's bundle loader runs the same
 functions, so `binlake bundle validate` shows the jobs a deploy makes.
 
-- `classic_compute`: with `compute: classic` each job gets one job cluster instead, on the
-  runtime `spark_version`, the node type of the workspace's `cloud` (or `node_type_id`), the
-  cluster policy `cluster_policy_id` if set, dedicated access mode, binlake's static Spark
-  settings (`spark.compute_settings`; serverless takes none), with the environment's
-  dependencies (the wheel) as task libraries. A task that names other compute is left alone.
+- `classic_compute`: unless `compute` is `serverless`, each job gets one job cluster instead, in
+  that access mode (`dedicated`: the one compute on which Databricks documents everything binlake
+  does), on the runtime `spark_version` (default the oldest supported LTS), the node type of the
+  workspace's `cloud` (or `node_type_id`), the cluster policy `cluster_policy_id` if set,
+  binlake's static Spark settings (`runtime.static_settings`; serverless takes none), with the
+  environment's dependencies (the wheel) as task libraries. A task that names other compute is
+  left alone.
 - `developer_server_ids`: where the variable `developer` is set (the `dev` target sets it to the
   deploying user's short name), the jobs' `source_server_id_range` parameter becomes a range of
   that developer's own, derived from the name: developers who share a source never evict each
@@ -27,13 +30,20 @@ from typing import Any
 from databricks.bundles.core import Bundle, job_mutator
 from databricks.bundles.jobs import ClusterSpec, DataSecurityMode, Job, JobCluster, Library, Task
 
-from binlake.runtime.spark import compute_settings
+from binlake.runtime.static_settings import compute_settings
 
 SERVERLESS = "serverless"
-CLASSIC = "classic"
+#: The job clusters' access mode of each classic value of the bundle variable `compute`.
+ACCESS_MODES = {
+    "dedicated": DataSecurityMode.DATA_SECURITY_MODE_DEDICATED,
+    "standard": DataSecurityMode.DATA_SECURITY_MODE_STANDARD,
+}
+#: The values of the bundle variable `compute`, the default first.
+COMPUTE_KINDS = (*ACCESS_MODES, SERVERLESS)
 #: The job cluster's key, and the environment key the job files use.
 COMPUTE_KEY = "binlake"
-#: A node type per cloud for a classic job cluster (4 cores, 16-32 GiB, local SSD).
+#: A node type per cloud for a classic job cluster: 4 cores, 16-32 GiB; local SSD on aws and
+#: azure (gcp's n2-standard-4 has none).
 NODE_TYPES = {"aws": "m6gd.xlarge", "azure": "Standard_D4ds_v5", "gcp": "n2-standard-4"}
 #: The job parameter holding the replica server ids, and where developers' ranges are placed:
 #: above the ids replicas and other tools commonly take, in blocks of `DEVELOPER_IDS`.
@@ -45,17 +55,22 @@ _DEVELOPER_BLOCKS = 100_000_000
 
 @job_mutator
 def classic_compute(bundle: Bundle, job: Job) -> Job:
-    """`job` on a classic job cluster where the bundle's `compute` is `classic`."""
-    compute = str(bundle.variables.get("compute") or SERVERLESS)
+    """`job` on a classic job cluster of the bundle's `compute` access mode; as written (its
+    serverless environment) where `compute` is `serverless`."""
+    compute = str(bundle.variables.get("compute") or COMPUTE_KINDS[0])
     if compute == SERVERLESS:
         return job
-    if compute != CLASSIC:
-        raise ValueError(f"variable compute must be {SERVERLESS} or {CLASSIC}, not {compute!r}")
+    if compute not in ACCESS_MODES:
+        raise ValueError(
+            f"variable compute must be {', '.join(COMPUTE_KINDS[:-1])} or {COMPUTE_KINDS[-1]}, "
+            f"not {compute!r}"
+        )
     environments = {env.environment_key: env for env in _items(job.environments)}
     tasks: list[Any] = [_on_cluster(task, environments) for task in _items(job.tasks)]
     if tasks == job.tasks:
         return job
-    cluster = JobCluster(job_cluster_key=COMPUTE_KEY, new_cluster=_cluster(bundle.variables))
+    spec = _cluster(bundle.variables, ACCESS_MODES[compute])
+    cluster = JobCluster(job_cluster_key=COMPUTE_KEY, new_cluster=spec)
     return dataclasses.replace(
         job, tasks=tasks, environments=[], job_clusters=[*_items(job.job_clusters), cluster]
     )
@@ -81,7 +96,7 @@ def _on_cluster(task: Task, environments: dict[Any, Any]) -> Task:
     )
 
 
-def _cluster(variables: dict[str, Any]) -> ClusterSpec:
+def _cluster(variables: dict[str, Any], access_mode: DataSecurityMode) -> ClusterSpec:
     cloud = str(variables.get("cloud") or "aws")
     if cloud not in NODE_TYPES:
         raise ValueError(f"variable cloud must be one of {', '.join(NODE_TYPES)}, not {cloud!r}")
@@ -91,7 +106,7 @@ def _cluster(variables: dict[str, Any]) -> ClusterSpec:
         num_workers=int(variables.get("num_workers") or 0),
         policy_id=str(variables.get("cluster_policy_id") or "") or None,
         apply_policy_default_values=bool(variables.get("cluster_policy_id")) or None,
-        data_security_mode=DataSecurityMode.DATA_SECURITY_MODE_DEDICATED,
+        data_security_mode=access_mode,
         spark_conf=dict[str, Any](compute_settings()),
     )
 

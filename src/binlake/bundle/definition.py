@@ -13,6 +13,7 @@ typo, which `binlake bundle validate` reports before `databricks bundle deploy` 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import posixpath
@@ -67,7 +68,8 @@ _TARGET_MERGED = ("bundle", "workspace", "artifacts", "resources", "sync", "perm
 @dataclass(frozen=True)
 class Job:
     """One job resource: its key in `resources.jobs`, its settings as the Jobs API takes them,
-    and its access control list (the bundle's and the job's `permissions`).
+    its access control list (the bundle's and the job's `permissions`) and its `lifecycle`
+    (`prevent_destroy`), which only the Databricks CLI acts on.
 
     Relative `whl` library paths are relative to the bundle root (the files write them relative
     to the resource file); a deploy replaces them with the uploaded wheel's workspace path.
@@ -76,6 +78,7 @@ class Job:
     key: str
     settings: JobSettings
     access_control: tuple[JobAccessControlRequest, ...] = ()
+    lifecycle: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def parameter_defaults(self) -> dict[str, str]:
@@ -164,16 +167,15 @@ def load_bundle(
     )
     if mode == "development":
         _check_development_paths(target, references, remote)
-    mutators = _job_mutators(config)
+    mutators = _mutators(config)
     settings = MutatorBundle(
         target=target,
         variables={key: references.resolve(f"${{var.{key}}}", key) for key in values}
         if mutators
         else {},
     )
-    jobs = _jobs(
-        config, resources, references, presets, lambda job: _mutated(job, mutators, settings)
-    )
+    mutate = functools.partial(_mutated, mutators=mutators, bundle=settings)
+    jobs = _jobs(config, resources, references, presets, mutate)
     if mode == "production":
         explicit_root = "root_path" in _mapping(target_doc.get("workspace"), "workspace")
         modes.check_production(target, explicit_root, [j.settings.as_dict() for j in jobs.values()])
@@ -186,7 +188,7 @@ def load_bundle(
         connection=connection,
         jobs=jobs,
         references=references,
-        resources=_typed_resources(resources, references, schema_prefix),
+        resources=_typed_resources(resources, references, schema_prefix, mutate),
     )
 
 
@@ -234,9 +236,10 @@ def _typed(model: Any, spec: Mapping[str, Any], where: str) -> Any:
         raise BundleError(f"{where}: {exc}") from None
 
 
-def _job_mutators(config: Mapping[str, Any]) -> list[ResourceMutator[BundleJob]]:
-    """The job mutators named in `python.mutators` (`module:function`), in order; mutators of
-    other resource types are the Databricks CLI's business."""
+def _mutators(config: Mapping[str, Any]) -> list[ResourceMutator[Any]]:
+    """The mutators named in `python.mutators` (`module:function`), in order, of the resources
+    binlake models (jobs, schemas, volumes, secret scopes); mutators of other resource types are
+    the Databricks CLI's business."""
     python = _mapping(config.get("python"), "python")
     mutators = []
     for index, name in enumerate(_sequence(python.get("mutators"), "python.mutators")):
@@ -250,22 +253,23 @@ def _job_mutators(config: Mapping[str, Any]) -> list[ResourceMutator[BundleJob]]
         if not isinstance(mutator, ResourceMutator):
             raise BundleError(
                 f"python.mutators[{index}] {name!r} is not a mutator (decorate it with "
-                "@job_mutator)"
+                "@job_mutator, @schema_mutator, …)"
             )
-        if mutator.resource_type is BundleJob:
+        if mutator.resource_type in (BundleJob, *_TYPED_RESOURCES.values()):
             mutators.append(mutator)
     return mutators
 
 
-def _mutated(
-    job: BundleJob, mutators: list[ResourceMutator[BundleJob]], bundle: MutatorBundle
-) -> BundleJob:
+def _mutated(resource: Any, mutators: list[ResourceMutator[Any]], bundle: MutatorBundle) -> Any:
+    """`resource` passed through the mutators of its type, in order, as the CLI applies them."""
     for mutator in mutators:
+        if mutator.resource_type is not type(resource):
+            continue
         try:
-            job = mutator.function(bundle, job)
+            resource = mutator.function(bundle, resource)
         except ValueError as exc:
-            raise BundleError(f"job mutator {mutator.function.__name__}: {exc}") from None
-    return job
+            raise BundleError(f"mutator {mutator.function.__name__}: {exc}") from None
+    return resource
 
 
 def _schema_prefix(config: Mapping[str, Any], presets: modes.Presets) -> str:
@@ -293,9 +297,13 @@ def _resource_fields(resources: Mapping[str, Any], schema_prefix: str) -> dict[s
 
 
 def _typed_resources(
-    resources: Mapping[str, Any], references: Interpolator, schema_prefix: str
+    resources: Mapping[str, Any],
+    references: Interpolator,
+    schema_prefix: str,
+    mutate: Callable[[Any], Any],
 ) -> dict[str, dict[str, Any]]:
-    """Each schema, volume and secret scope, resolved and parsed by its typed model."""
+    """Each schema, volume and secret scope, resolved, parsed by its typed model and passed
+    through `mutate` (the bundle's mutators of its type)."""
     typed: dict[str, dict[str, Any]] = {}
     for kind, model in _TYPED_RESOURCES.items():
         for key, spec in _mapping(resources.get(kind), f"resources.{kind}").items():
@@ -303,7 +311,7 @@ def _typed_resources(
             resolved = _mapping(references.resolve(spec, where), where)
             if kind == "schemas":
                 resolved = {**resolved, "name": schema_prefix + str(resolved.get("name", ""))}
-            typed.setdefault(kind, {})[key] = _typed(model, resolved, where)
+            typed.setdefault(kind, {})[key] = mutate(_typed(model, resolved, where))
     return typed
 
 
@@ -498,10 +506,11 @@ def _job(
     bundle_permissions: list[Any],
 ) -> Job:
     """The job as deployed: presets applied, the bundle's `run_as` where the job sets none, the
-    bundle-only keys (`permissions`, `lifecycle`) taken out, parsed into `JobSettings`."""
+    bundle-only keys (`permissions`, `lifecycle`) kept apart, the rest parsed into
+    `JobSettings`."""
     spec = dict(_mapping(spec, f"job {key!r}"))
     job_permissions = _sequence(spec.pop("permissions", None), f"job {key!r} permissions")
-    spec.pop("lifecycle", None)  # prevent_destroy: binlake never deletes a job
+    lifecycle = _mapping(spec.pop("lifecycle", None), f"job {key!r} lifecycle")
     spec = presets.apply(spec)
     run_as = modes.run_as(spec.get("run_as"), f"job {key!r} run_as") or bundle_run_as
     if run_as:
@@ -515,7 +524,7 @@ def _job(
             + ", ".join(lost)
         )
     acl = modes.access_control(bundle_permissions, job_permissions, key)
-    return Job(key, settings, tuple(acl))
+    return Job(key, settings, tuple(acl), lifecycle)
 
 
 def _check_parameter_defaults(key: str, spec: Mapping[str, Any]) -> None:

@@ -47,22 +47,37 @@ def validate(bundle: Bundle) -> list[str]:
 
 def _other_resources(bundle: Bundle) -> list[str]:
     """One line per schema, volume and secret scope: its full name and who gets what on it
-    (none for a target without a workspace, which only runs locally)."""
+    (none for a target with neither a mode nor a workspace, which only runs locally; `dev` and
+    `prod` take their workspace from the CLI's authentication)."""
     lines: list[str] = []
-    if not bundle.connection.settings:
+    if bundle.mode is None and not bundle.connection.settings:
         return lines
     for key, schema in bundle.resources.get("schemas", {}).items():
-        lines.append(f"schema {schema.catalog_name}.{schema.name} ({key})" + _grants(schema))
+        lines.append(
+            f"schema {schema.catalog_name}.{schema.name} ({key})"
+            + _grants(schema)
+            + _kept(schema.lifecycle)
+        )
     for key, volume in bundle.resources.get("volumes", {}).items():
         name = f"{volume.catalog_name}.{volume.schema_name}.{volume.name}"
-        lines.append(f"volume {name} ({key})" + _grants(volume))
+        lines.append(f"volume {name} ({key})" + _grants(volume) + _kept(volume.lifecycle))
     for key, scope in bundle.resources.get("secret_scopes", {}).items():
         given = [
             f"{p.level.value} for {p.user_name or p.group_name or p.service_principal_name}"
             for p in scope.permissions
         ]
-        lines.append(f"secret scope {scope.name} ({key})" + "".join(f"; {g}" for g in given))
+        lines.append(
+            f"secret scope {scope.name} ({key})"
+            + "".join(f"; {g}" for g in given)
+            + _kept(scope.lifecycle)
+        )
     return lines
+
+
+def _kept(lifecycle: Any) -> str:
+    """`; survives destroy` for a resource whose `lifecycle.prevent_destroy` makes the CLI
+    refuse a `bundle destroy` that would delete it."""
+    return "; survives destroy" if lifecycle and lifecycle.prevent_destroy else ""
 
 
 def _grants(resource: Any) -> str:
@@ -73,11 +88,11 @@ def _grants(resource: Any) -> str:
 
 
 def describe(bundle: Bundle) -> list[str]:
-    """Where the target deploys: its mode, workspace and root path. A target that names no
-    workspace (no host, no profile) is not asked for its root path: that would need whatever
-    workspace the environment points at."""
+    """Where the target deploys: its mode, workspace and root path. A target with neither a
+    mode nor a workspace (no host, no profile) only runs locally and is not asked for its root
+    path: that would need whatever workspace the environment points at."""
     line = f"target {bundle.target!r}" + (f" (mode: {bundle.mode})" if bundle.mode else "")
-    if not bundle.connection.settings:
+    if bundle.mode is None and not bundle.connection.settings:
         return [f"{line}: no workspace (run-local, or deploy to DATABRICKS_HOST)"]
     return [f"{line} on {bundle.connection.describe()}, root path {bundle.root_path}"]
 
@@ -104,7 +119,7 @@ def _deployed_as(job: Job) -> list[str]:
         f"{entry.user_name or entry.group_name or entry.service_principal_name}"
         for entry in job.access_control
     ]
-    return facts
+    return facts + (["survives destroy"] if job.lifecycle.get("prevent_destroy") else [])
 
 
 def _compute(job: Job) -> str:

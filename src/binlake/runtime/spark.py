@@ -23,6 +23,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from binlake.runtime.static_settings import compute_settings
+
 log = logging.getLogger(__name__)
 
 
@@ -65,22 +67,6 @@ def local_session(
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
-
-
-#: Generated classes Spark keeps compiled (`spark.sql.codegen.cache.maxEntries`, a static
-#: setting; Spark's default is 100). One micro-batch of one table (its summary, changelog append,
-#: MERGE and their Delta log reads) generates more than 100 classes, so with the default each
-#: batch evicted what the batch before had compiled and compiled it again, in every small MERGE
-#: (docs/performance.md#measured-constants). With room for them, a batch compiles
-#: only what its literals change (a MERGE's key values, 14 classes) and a replayed or
-#: same-shaped batch none. A generated class is tens of KB: 1,000 of them hold tens of MB.
-CODEGEN_CACHE_ENTRIES = 1000
-
-
-def compute_settings() -> dict[str, str]:
-    """The static settings binlake's own compute starts with, wherever binlake starts it: a
-    local session, a Spark Connect server, a classic job cluster (`bundle.compute`)."""
-    return {"spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES)}
 
 
 def local_tuning() -> dict[str, str]:

@@ -1,7 +1,8 @@
-"""The bundle's compute and its Unity Catalog resources: serverless by default, classic job
-clusters by the `compute` variable (the job mutators of `binlake.bundle.compute`, run by the
-loader as the Databricks CLI runs them), each developer's own server ids and schemas, and the
-schemas, volume and secret scope parsed by the typed models of `databricks-bundles`."""
+"""The bundle's compute and its Unity Catalog resources: a dedicated job cluster on the oldest
+supported LTS runtime by default, standard access mode or serverless by the `compute` variable
+(the job mutators of `binlake.bundle.compute`, run by the loader as the Databricks CLI runs
+them), each developer's own server ids and schemas, and the schemas, volume and secret scope
+parsed by the typed models of `databricks-bundles`."""
 
 from __future__ import annotations
 
@@ -13,18 +14,30 @@ import pytest
 from databricks.bundles.core import Bundle as MutatorBundle
 from databricks.bundles.jobs import Job as BundleJob
 
-from binlake.bundle.compute import NODE_TYPES, classic_compute, server_ids_of
+from binlake.bundle.compute import COMPUTE_KINDS, NODE_TYPES, classic_compute, server_ids_of
 from binlake.bundle.validate import validate
 from binlake.errors import BundleError
 
 from .bundles import PRINCIPAL, REPO, load, wheel_task, write_bundle
 
 
-def test_jobs_run_serverless_by_default_with_the_wheel_in_their_environment() -> None:
+def test_jobs_run_on_dedicated_job_clusters_of_the_oldest_supported_lts_by_default() -> None:
     for job in load(REPO, "prod").jobs.values():
+        (cluster,) = job.settings.job_clusters or []
+        spec = cluster.new_cluster
+        assert spec is not None and spec.spark_version == "17.3.x-scala2.13"
+        assert spec.data_security_mode is not None
+        assert spec.data_security_mode.value == "DATA_SECURITY_MODE_DEDICATED"
+        assert not job.settings.environments
+
+
+def test_serverless_jobs_take_the_wheel_in_an_environment_that_can_cache() -> None:
+    """Environment version 5: the first whose serverless compute runs `persist()` (the stream
+    caches each batch)."""
+    for job in load(REPO, "prod", variables={"compute": "serverless"}).jobs.values():
         (environment,) = job.settings.environments or []
         assert environment.spec is not None
-        assert environment.spec.environment_version == "4"
+        assert environment.spec.environment_version == "5"
         assert not job.settings.job_clusters
         assert all(
             task.environment_key == environment.environment_key for task in job.settings.tasks or []
@@ -33,7 +46,7 @@ def test_jobs_run_serverless_by_default_with_the_wheel_in_their_environment() ->
 
 @pytest.mark.parametrize("cloud", sorted(NODE_TYPES))
 def test_classic_compute_puts_each_job_on_a_dedicated_job_cluster_of_its_cloud(cloud: str) -> None:
-    bundle = load(REPO, "prod", variables={"compute": "classic", "cloud": cloud})
+    bundle = load(REPO, "prod", variables={"compute": "dedicated", "cloud": cloud})
 
     for job in bundle.jobs.values():
         (cluster,) = job.settings.job_clusters or []
@@ -49,8 +62,25 @@ def test_classic_compute_puts_each_job_on_a_dedicated_job_cluster_of_its_cloud(c
             assert (task.job_cluster_key, task.environment_key) == (cluster.job_cluster_key, None)
 
 
+def test_standard_access_mode_is_a_job_cluster_of_its_own_mode() -> None:
+    for job in load(REPO, "prod", variables={"compute": "standard"}).jobs.values():
+        (cluster,) = job.settings.job_clusters or []
+        assert cluster.new_cluster is not None and cluster.new_cluster.data_security_mode
+        assert cluster.new_cluster.data_security_mode.value == "DATA_SECURITY_MODE_STANDARD"
+
+
+@pytest.mark.parametrize("target", ["local", "dev", "prod"])
+@pytest.mark.parametrize("compute", COMPUTE_KINDS)
+def test_every_target_validates_on_every_compute_kind(target: str, compute: str) -> None:
+    """What `binlake bundle validate -t TARGET --var compute=KIND` runs."""
+    lines = validate(load(REPO, target, variables={"compute": compute}))
+
+    expected = "serverless environment 5" if compute == "serverless" else "job cluster"
+    assert all(expected in line for line in lines if line.startswith("silver_"))
+
+
 def test_classic_compute_takes_a_node_type_and_a_cluster_policy() -> None:
-    variables = {"compute": "classic", "node_type_id": "r6id.2xlarge", "cluster_policy_id": "P1"}
+    variables = {"compute": "dedicated", "node_type_id": "r6id.2xlarge", "cluster_policy_id": "P1"}
     job = load(REPO, "prod", variables=variables).job("silver_stream")
 
     (cluster,) = job.settings.job_clusters or []
@@ -63,7 +93,9 @@ def test_classic_compute_takes_a_node_type_and_a_cluster_policy() -> None:
 
 
 def test_an_unknown_compute_is_an_error_naming_the_choices() -> None:
-    with pytest.raises(BundleError, match="variable compute must be serverless or classic"):
+    with pytest.raises(
+        BundleError, match="variable compute must be dedicated, standard or serverless, not 'gpu'"
+    ):
         load(REPO, "prod", variables={"compute": "gpu"})
 
 
@@ -78,7 +110,7 @@ def test_a_task_with_compute_of_its_own_keeps_it() -> None:
             ],
         }
     )
-    bundle = MutatorBundle(target="t", variables={"compute": "classic", "spark_version": "19.x"})
+    bundle = MutatorBundle(target="t", variables={"compute": "dedicated", "spark_version": "19.x"})
 
     mine, ours = classic_compute.function(bundle, job).tasks
 
@@ -103,14 +135,15 @@ def test_production_keeps_its_configured_server_ids() -> None:
 def test_prod_declares_its_schemas_volume_and_secret_scope_with_the_principals_grants() -> None:
     lines = validate(load(REPO, "prod"))
 
-    assert f"schema prod.binlake (system); USE_SCHEMA for {PRINCIPAL}" in lines
+    kept = "; survives destroy"
+    assert f"schema prod.binlake (system); USE_SCHEMA for {PRINCIPAL}{kept}" in lines
     writes = "USE_SCHEMA, CREATE_TABLE, SELECT, MODIFY"
-    assert f"schema prod.bronze_shop (bronze); {writes} for {PRINCIPAL}" in lines
+    assert f"schema prod.bronze_shop (bronze); {writes} for {PRINCIPAL}{kept}" in lines
     assert (
         f"volume prod.binlake.lakehouse (lakehouse); READ_VOLUME, WRITE_VOLUME for {PRINCIPAL}"
-        in lines
+        f"{kept}" in lines
     )
-    assert f"secret scope binlake (source); READ for {PRINCIPAL}" in lines
+    assert f"secret scope binlake (source); READ for {PRINCIPAL}{kept}" in lines
 
 
 def _catalog_bundle(tmp_path: Path, schema: dict[str, Any], **extra: Any) -> Path:
@@ -183,7 +216,7 @@ def test_the_mutators_see_the_targets_variables(tmp_path: Path) -> None:
         tmp_path,
         {"j": job},
         variables=variables,
-        targets={"local": {"default": True, "variables": {"compute": "classic"}}},
+        targets={"local": {"default": True, "variables": {"compute": "standard"}}},
         python={"mutators": ["binlake.bundle.compute:classic_compute"]},
     )
 

@@ -44,7 +44,8 @@ def test_every_job_resource_parses_into_the_sdks_typed_job_settings(target: str)
     for key, job in bundle.jobs.items():
         assert isinstance(job.settings, JobSettings)
         assert JobSettings.from_dict(job.settings.as_dict()) == job.settings, key
-        assert job.settings.tasks and job.settings.environments and job.settings.parameters
+        assert job.settings.tasks and job.settings.parameters
+        assert job.settings.environments or job.settings.job_clusters
 
 
 @pytest.mark.parametrize(
@@ -125,14 +126,16 @@ def test_workspace_targets_resolve_variables_that_reference_variables() -> None:
 
 
 def test_whole_string_reference_keeps_the_variable_type() -> None:
-    bundle = load(REPO, "prod", variables={"compute": "classic"})
+    bundle = load(REPO, "prod", variables={"compute": "dedicated"})
     cluster = bundle.job("silver_stream").settings.job_clusters
     assert cluster is not None and cluster[0].new_cluster is not None
 
     assert cluster[0].new_cluster.num_workers == 4
 
 
-@pytest.mark.parametrize(("target", "secret"), [("dev", "binlake/source-password"), ("local", "")])
+@pytest.mark.parametrize(
+    ("target", "secret"), [("dev", "jane_doe_binlake/source-password"), ("local", "")]
+)
 def test_password_comes_from_the_secret_scope_not_from_the_files(target: str, secret: str) -> None:
     for job in load(REPO, target).jobs.values():
         assert job.parameter_defaults["source_password_secret"] == secret
@@ -145,8 +148,9 @@ def test_password_comes_from_the_secret_scope_not_from_the_files(target: str, se
 
 
 def test_wheel_path_is_relative_to_the_bundle_root_on_either_compute() -> None:
-    serverless = load(REPO, "dev").job("bronze_snapshot").settings
-    classic = load(REPO, "dev", variables={"compute": "classic"}).job("bronze_snapshot").settings
+    on_serverless = load(REPO, "dev", variables={"compute": "serverless"})
+    serverless = on_serverless.job("bronze_snapshot").settings
+    classic = load(REPO, "dev", variables={"compute": "dedicated"}).job("bronze_snapshot").settings
     (environment,) = serverless.environments or []
     (task,) = classic.tasks or []
 
@@ -155,7 +159,7 @@ def test_wheel_path_is_relative_to_the_bundle_root_on_either_compute() -> None:
 
 
 def test_default_target_is_the_one_marked_default() -> None:
-    assert load(REPO).target == "local"
+    assert load(REPO).target == "dev"
 
 
 def test_unknown_target_is_an_error_listing_the_targets() -> None:
@@ -302,7 +306,8 @@ def test_documented_settings_binlake_does_not_act_on_are_accepted(tmp_path: Path
     bundle = load(tmp_path)
 
     assert bundle.connection.host == "https://example.cloud.databricks.com"
-    assert validate(bundle) == ["j (j): t"]
+    assert bundle.job("j").lifecycle == {"prevent_destroy": True}  # kept for the CLI
+    assert validate(bundle) == ["j (j): t; survives destroy"]
 
 
 @pytest.mark.parametrize(

@@ -94,8 +94,8 @@ def project(tmp_path: Path, workspace: tuple[FakeWorkspace, str]) -> Path:
     _, host = workspace
     document = yaml.safe_load((REPO / "bundle.yml").read_text())
     for target in document["targets"].values():
-        if "host" in target.get("workspace", {}):
-            target["workspace"]["host"] = host
+        if "mode" in target:  # the deployed ones: their host is the one authenticated to
+            target.setdefault("workspace", {})["host"] = host
     (tmp_path / "bundle.yml").write_text(yaml.safe_dump(document, sort_keys=False))
     shutil.copytree(REPO / "resources", tmp_path / "resources")
     return tmp_path
