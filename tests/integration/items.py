@@ -114,10 +114,27 @@ def wait_for(condition: Callable[[], bool], timeout: float = 180.0) -> None:
         time.sleep(0.5)
 
 
+class StreamThread(threading.Thread):
+    """A continuous `binlake stream` in a thread that keeps what the stream raised (`raised`),
+    for a test to assert how it stopped."""
+
+    def __init__(self, spark: Any, config: Any) -> None:
+        super().__init__(daemon=True)
+        self.spark, self.config = spark, config
+        self.raised: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            commands.stream(self.spark, self.config)
+        except BaseException as exc:
+            self.raised = exc
+            raise
+
+
 @contextlib.contextmanager
-def running_stream(spark: Any, config: Any) -> Iterator[threading.Thread]:
+def running_stream(spark: Any, config: Any) -> Iterator[StreamThread]:
     """A continuous `binlake stream` in a thread, stopped (even when the test fails) on exit."""
-    thread = threading.Thread(target=commands.stream, args=(spark, config), daemon=True)
+    thread = StreamThread(spark, config)
     thread.start()
     try:
         wait_for(lambda: bool(spark.streams.active) or not thread.is_alive())

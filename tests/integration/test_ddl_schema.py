@@ -43,6 +43,7 @@ ALTERS = [
     "ALTER TABLE t DROP COLUMN IF EXISTS nothing, ADD COLUMN IF NOT EXISTS name INT",
     "ALTER TABLE t MODIFY price DECIMAL(14,2) COMMENT 'wider' AFTER id, ENGINE=InnoDB",
     "ALTER TABLE t RENAME COLUMN id TO ident",  # the key column: key and split key follow
+    "ALTER TABLE t CHANGE IDENT Ident INT NOT NULL",  # also when the statement spells it so
     # Partitioning changes where rows are kept, never the columns (issue 68.8: a later ALTER
     # before the stream read one of these stopped the stream).
     "ALTER TABLE t PARTITION BY KEY (ident) PARTITIONS 3",
@@ -51,6 +52,9 @@ ALTERS = [
     "ALTER TABLE t REBUILD PARTITION p0",
     "ALTER TABLE t ANALYZE PARTITION p1",
     "ALTER TABLE t REMOVE PARTITIONING",
+    # Issue 68.9: versioning on and off; the key never gains the row end the server adds to it.
+    "ALTER TABLE t ADD SYSTEM VERSIONING",
+    "ALTER TABLE t DROP SYSTEM VERSIONING",
 ]
 UNKNOWN = [
     "ALTER TABLE t CONVERT TO CHARACTER SET latin1",
@@ -58,6 +62,8 @@ UNKNOWN = [
     "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (name)",
     "ALTER TABLE t ADD COLUMN at DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP",
     "ALTER TABLE t ADD COLUMN p POINT",
+    "ALTER TABLE t ADD rs TIMESTAMP(6) GENERATED ALWAYS AS ROW START, ADD re TIMESTAMP(6) "
+    "GENERATED ALWAYS AS ROW END, ADD PERIOD FOR SYSTEM_TIME (rs, re), ADD SYSTEM VERSIONING",
 ]
 
 

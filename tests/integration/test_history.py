@@ -5,7 +5,11 @@ changelog, and the current versions equal the source (chispa)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
+from datetime import timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -23,6 +27,7 @@ from binlake.snapshot import task as snapshot_module
 
 from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .items import Racer, running_stream, seed_items, stream_losing_its_commit, wait_for
+from .replay import connect
 
 pytestmark = pytest.mark.integration
 
@@ -250,3 +255,76 @@ def test_history_tables_naming_no_table_is_refused_with_the_closest_name(
         ConfigError, match=r"'itmes', which matches no captured table \(did you mean 'items'\?\)"
     ):
         commands.snapshot(spark, config)
+
+
+def _lock_waiter_commits_after_the_holder(db_env: dict[str, str], database: str) -> None:
+    """Session `holder` locks row 1001 in an open transaction; an autocommit UPDATE of it (the
+    waiter) starts and waits for the lock; two seconds later the holder updates the row and
+    commits, and the waiter's UPDATE runs and commits right after. The binlog holds the holder's
+    transaction first, the waiter's second: every event of the waiter carries its statement's
+    start, two seconds before the holder's commit."""
+    with connect(db_env, database) as holder, holder.cursor() as locking:
+        locking.execute("BEGIN")
+        locking.execute("SELECT * FROM items WHERE id = 1001 FOR UPDATE")
+
+        def wait_then_update() -> None:
+            with connect(db_env, database) as waiter, waiter.cursor() as cur:
+                cur.execute("UPDATE items SET name = 'waiter' WHERE id = 1001")
+
+        waiting = threading.Thread(target=wait_then_update)
+        waiting.start()
+        time.sleep(2.2)  # commit times are whole seconds: the two statements' differ by 2
+        assert waiting.is_alive(), "the waiter did not wait for the lock"
+        locking.execute("UPDATE items SET name = 'holder' WHERE id = 1001")
+        locking.execute("COMMIT")
+        waiting.join(timeout=30)
+    assert not waiting.is_alive()
+
+
+def test_a_statement_that_waited_on_a_lock_starts_its_version_at_its_commit(
+    spark: Any, db_env: dict[str, str], database: str, sql: Callable[..., Any], make_config: Any
+) -> None:
+    """Versions start at their changes' commit times: a statement that waited on a row lock and
+    committed after the lock's holder changed the row starts its version no earlier than the
+    holder's version, so no interval is inverted and an as-of query (as documented) finds one
+    version of the key at every time."""
+    seed_items(sql, 10)
+    # The insert and the holder's update in one batch, the waiter's in the next: it starts from
+    # the holder's commit time, which the first batch's end carries (the checkpoint holds it
+    # across a restart).
+    stream = {"trigger_interval": "1s", "max_changes_per_batch": 2}
+    config = make_config(silver={"history": "scd2"}, stream=stream)
+    commands.snapshot(spark, config)
+    sql("INSERT INTO items VALUES (1001, 'new', 1, 1.25, NULL)")
+    _lock_waiter_commits_after_the_holder(db_env, database)
+
+    commands.stream(spark, config, available_now=True)
+
+    assert_silver_is_source(spark, sql, config, "items", where="_is_current")
+    silver = lake_table(config.lake, "silver", database, "items").read(spark)
+    versions = silver.where("id = 1001").orderBy("_binlake_offset").collect()
+    assert [v["name"] for v in versions] == ["new", "holder", "waiter"]
+    bounds = {v["_valid_from"] for v in versions} | {v["_valid_to"] for v in versions} - {None}
+    instants = [
+        (t,) for t in sorted({b + timedelta(seconds=s) for b in bounds for s in (-1, 0, 1)})
+    ]
+    as_of = (  # the documented as-of query, at each instant around the versions' bounds
+        spark.createDataFrame(instants, "at timestamp")
+        .join(
+            silver.where("id = 1001"),
+            (F.col("_valid_from") <= F.col("at"))
+            & (F.coalesce("_valid_to", F.current_timestamp()) > F.col("at")),
+            "left",
+        )
+        .groupBy("at")
+        .agg(F.collect_list("name").alias("found"))
+        .collect()
+    )
+    first = versions[0]["_valid_from"]
+    assert {r["at"]: r["found"] for r in as_of if len(r["found"]) != (r["at"] >= first)} == {}
+    for version, following in pairwise(versions):
+        assert version["_valid_to"] == following["_valid_from"]
+        assert version["_valid_from"] <= version["_valid_to"], f"inverted: {version}"
+    changelog = lake_table(config.lake, "bronze", database, "items__changelog").read(spark)
+    committed = [r["_commit_ts"] for r in changelog.orderBy("_binlake_offset").collect()]
+    assert committed == sorted(committed), "commit times go back in binlog order"

@@ -6,18 +6,19 @@ filtered rows (chispa)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
 
-from binlake.errors import ConfigError
+from binlake.errors import ConfigError, SchemaChangeError
 from binlake.jobs import commands
 from binlake.lake.tables import lake_table
 
 from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
-from .items import Racer, seed_items, stream_losing_its_commit
+from .items import Racer, running_stream, seed_items, stream_losing_its_commit, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +93,43 @@ def test_a_filter_that_cannot_run_is_refused_before_any_work(
     with pytest.raises(ConfigError, match=refusal):
         commands.snapshot(spark, config)
     assert not lake_table(config.lake, "bronze", config.source.database, "items").exists(spark)
+
+
+def test_a_ddl_moving_the_filters_column_stops_the_stream_until_the_filter_follows_it(
+    spark: Any, sql: Callable[..., Any], make_config: Any, racer: Any
+) -> None:
+    """Silver's rows were chosen by the filter's column: a DDL that renames or drops it (in any
+    `stream.schema_changes` mode) stops the stream before any row of the new layout lands, naming
+    the filter and the remedy, which works: the filter named anew, the table snapshotted again."""
+    noted = "qty % 2 = 0 OR note IS NOT NULL"
+    shape = {"snapshot": {"chunk_size": 100}, "stream": {"trigger_interval": "1s"}}
+    config = make_config(source={"row_filters": {"items": noted}}, **shape)
+    seed_items(sql, 200)
+    commands.snapshot(spark, config)
+    silver = lake_table(config.lake, "silver", config.source.database, "items")
+    with racer(), running_stream(spark, config) as running:
+        sql("ALTER TABLE items CHANGE note remark VARCHAR(10) NULL")
+        sql("UPDATE items SET remark = 'r' WHERE id % 3 = 0")
+        wait_for(lambda: not running.is_alive() or "remark" in silver.read(spark).columns)
+    assert running.raised, "the stream went on past the rename of the filter's column"
+    stop = r"items changed at .*: it renames 'note', which its row filter .* reads.* --reset"
+    assert isinstance(running.raised, SchemaChangeError), running.raised
+    assert running.raised.exit_code == 7 and re.search(stop, str(running.raised))
+    assert "remark" not in silver.read(spark).columns  # nothing of the new layout was applied
+
+    remarked = "qty % 2 = 0 OR remark IS NOT NULL"
+    followed = make_config(source={"row_filters": {"items": remarked}}, **shape)
+    with racer():
+        commands.snapshot(spark, followed, ["items"], reset=True)
+    commands.stream(spark, followed, available_now=True)
+    assert_silver_is_source(spark, sql, followed, "items", source_where=remarked)
+    assert_changelog_holds_each_change_once(spark, followed, "items")
+
+    # Dropped while no stream ran: the next one names the filter's column gone, and the remedy.
+    held = sorted(silver.read(spark).collect())
+    sql("ALTER TABLE items DROP COLUMN remark")
+    sql("UPDATE items SET qty = qty + 1 WHERE id <= 20")
+    gone = r"'qty % 2 = 0 OR remark IS NOT NULL' is not a predicate .* Renamed or dropped .*--reset"
+    with pytest.raises(ConfigError, match=gone):
+        commands.stream(spark, followed, available_now=True)
+    assert sorted(silver.read(spark).collect()) == held

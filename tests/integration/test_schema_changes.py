@@ -4,6 +4,7 @@ compared with the source (chispa) after each stream run."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from binlake.errors import SchemaChangeError
+from binlake.errors import ConfigError, SchemaChangeError
 from binlake.jobs import commands
 from binlake.lake.files import ArrowFiles, HadoopFiles
 from binlake.lake.paths import tables_path
@@ -26,7 +27,7 @@ from .assertions import (
 )
 from .child_runs import KILL_POINTS, run_killed_at, write_config
 from .crash import crashed_at
-from .items import ITEMS, observed_merges, seed_items, wait_for
+from .items import ITEMS, observed_merges, running_stream, seed_items, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -339,3 +340,29 @@ def test_columns_swapped_in_one_alter_keep_their_values(
     _stream(spark, config)
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "items")
+
+
+def test_a_column_named_like_binlakes_own_stops_the_stream_with_its_remedy(
+    spark: Any, sql: Any, make_config: Any
+) -> None:
+    """A column the source adds under one of the names binlake gives silver's own columns
+    (`_deleted_at` under soft deletes) stops the stream before it, with the remedy (a reset,
+    as test_row_filters runs it); a table that has one when it is snapshotted is refused before
+    any work."""
+    seed_items(sql, 20)
+    config = make_config(silver={"deletes": "soft"}, stream={"trigger_interval": "1s"})
+    commands.snapshot(spark, config)
+    with running_stream(spark, config) as running:
+        sql("ALTER TABLE items ADD COLUMN _deleted_at DATETIME NULL")
+        sql("UPDATE items SET qty = 100 WHERE id = 1")
+        running.join(timeout=120)
+    stop = r"items changed at .*'_deleted_at', a column binlake .* --tables items --reset"
+    assert isinstance(running.raised, SchemaChangeError), running.raised
+    assert running.raised.exit_code == 7 and re.search(stop, str(running.raised))
+    silver = spark.read.format("delta").load(config.lake.path("silver", config.source.database,
+                                                              "items"))  # fmt: skip
+    assert silver.where("id = 1").first()["qty"] == 1  # the update after the ADD: not applied
+
+    sql("ALTER TABLE items CHANGE _deleted_at _binlake_offset DATETIME NULL")
+    with pytest.raises(ConfigError, match=r"items has a column '_binlake_offset'"):
+        commands.snapshot(spark, config, ["items"], reset=True)

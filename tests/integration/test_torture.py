@@ -1,6 +1,7 @@
 """The table lifecycle under a seeded random interleaving of what production does to it: tables
 created, truncated and dropped, a table added to the config, `--reset`, `snapshot`, a catch-up
-stream, a continuous stream, and `binlake` processes SIGKILLed at a random moment, with writers
+stream, a continuous stream, a batch holding a TRUNCATE crashed before its checkpoint commits,
+and `binlake` processes SIGKILLed at a random moment, with writers
 racing throughout. After every round the bundle's catch-up job runs (snapshot, then stream) and
 every captured table's silver must equal the source, each change once in its changelog.
 
@@ -29,6 +30,7 @@ import yaml
 from binlake.jobs import commands
 
 from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .crash import crashed_at
 from .items import ITEMS, Racer, running_stream, seed_items
 from .replay import subprocess_env
 
@@ -108,6 +110,16 @@ class Lifecycle:
     def truncate(self) -> None:
         self.sql(f"TRUNCATE TABLE `{self.rng.choice(self.tables)}`")
 
+    def truncate_in_killed_batch(self) -> None:
+        """Rows, a TRUNCATE and rows again in one batch, whose stream dies once the batch is
+        applied, before its checkpoint commits: the rerun replays the batch across its DDL."""
+        table = self.rng.choice(self.tables)
+        self.sql(f"UPDATE `{table}` SET qty = qty + 1 WHERE id % 3 = 0")
+        self.sql(f"TRUNCATE TABLE `{table}`")
+        self.sql(f"INSERT INTO `{table}` (id, name, qty, price) VALUES (1, 'back', 1, 1.50)")
+        with crashed_at("binlake.stream.sink:BatchSink.__call__", "after", 1):
+            commands.stream(self.spark, self.config, available_now=True)
+
     def drop(self) -> None:
         created = [t for t in self.tables if t.startswith("new_") and t != "new_0"]
         if created:
@@ -153,7 +165,7 @@ class Lifecycle:
 
 ACTIONS = [
     "stream", "snapshot", "reset", "continuous", "killed_stream", "killed_snapshot", "create",
-    "truncate", "drop", "add_table",
+    "truncate", "drop", "add_table", "truncate_in_killed_batch",
 ]  # fmt: skip
 
 

@@ -25,6 +25,9 @@ def ledger_path(config: Config) -> str:
     return system_path(config, "chunks")
 
 
+#: Silver's (and the changelog's) column holding the position of the change that last wrote
+#: each row (each version, with `silver.history: scd2`).
+OFFSET_COLUMN = "_binlake_offset"
 #: With `silver.deletes: soft`, the silver column holding when the source deleted the row.
 DELETED_COLUMN = "_deleted_at"
 #: With `silver.history: scd2`, silver's columns of each version beside `_binlake_offset`: when
@@ -37,6 +40,18 @@ HISTORY_COLUMNS = (VALID_FROM, VALID_TO, IS_CURRENT, END_OFFSET)
 #: table (the leading part of its key).
 SOURCE_DB, SOURCE_TABLE = "_source_db", "_source_table"
 ROUTE_COLUMNS = (SOURCE_DB, SOURCE_TABLE)
+
+
+def meta_columns(config: Config, table: str) -> tuple[str, ...]:
+    """Silver's columns that are binlake's, not the source's, for `table` ("db.table"): a
+    source column of one of these names has nowhere to land."""
+    if config.silver.history_of(table) == "scd2":
+        return (OFFSET_COLUMN, *HISTORY_COLUMNS)
+    route = ROUTE_COLUMNS if config.silver.route_of(table) is not None else ()
+    soft = (DELETED_COLUMN,) if config.silver.deletes == "soft" else ()
+    return (*route, OFFSET_COLUMN, *soft)
+
+
 #: The event log's table name in the silver schema, with `lake.catalog`.
 EVENTS_TABLE = "binlake_events"
 

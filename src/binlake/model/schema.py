@@ -61,6 +61,10 @@ class TableSchema:
     columns: tuple[Column, ...]
     key: tuple[str, ...]  # primary key, or the unique split key of a key-less table
     split_column: str
+    #: A system-versioned table's (row start, row end) period columns (MariaDB `WITH SYSTEM
+    #: VERSIONING`); None for any other table. Implicit ones (`row_start`, `row_end`) are
+    #: not among `columns`: information_schema does not list them, nor does silver hold them.
+    system_period: tuple[str, str] | None = None
 
     # Asked once per binlog change by the stream's filter: computed once per schema.
     @cached_property
@@ -106,6 +110,7 @@ class TableSchema:
             "columns": [asdict(c) for c in self.columns],
             "key": list(self.key),
             "split_column": self.split_column,
+            "system_period": list(self.system_period) if self.system_period else None,
         }
 
     @classmethod
@@ -116,4 +121,5 @@ class TableSchema:
             tuple(Column(**c) for c in data["columns"]),
             tuple(data["key"]),
             data["split_column"],
+            tuple(period) if (period := data.get("system_period")) else None,
         )

@@ -4,6 +4,7 @@ between transactions, from event headers."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from binlake.mysql.connection import connection
 from binlake.mysql.replication import open_stream, reconnecting_read
 from binlake.mysql.server import binlog_sizes
 from binlake.mysql.transactions import TRANSACTION_STARTS, transaction_start, transactions
+from binlake.mysql.xa_transactions import XaTransactions, names
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,43 @@ def _bounded_end(
             fits = end
     # A header-only read that met no transaction at or after the head: its bytes decide.
     return fits if fits is not None and budget.exceeded(behind, 0) else head
+
+
+def settled_end(
+    source: SourceConfig, server_id: int, start: BinlogOffset, end: BinlogOffset, capture: Capture
+) -> BinlogOffset:
+    """Where a batch from `start` to at most `end` ends so that no XA transaction of `capture`'s
+    tables is pending there: `end`, or else the last transaction start before which none was
+    (`start` itself while one prepared in the batch's first transaction is pending: the batch
+    waits for its `XA COMMIT` or `XA ROLLBACK`).
+
+    A read holds an XA transaction's rows from its prepare to its commit (`xa_transactions`).
+    A batch ending between the two would leave them to the next batch, whose read opens after
+    the prepare and meets only the rowless commit. By induction nothing is pending at a batch's
+    start: the first batch starts at the smallest chunk high watermark, which no XA transaction
+    of the table spans (`chunk_reader`), a restart at a batch's end. Event headers, the XA
+    events and the captured tables' row-image widths are read, as for `bounded_end`."""
+    return reconnecting_read(source)(_settled_end, source, server_id, start, end, capture)
+
+
+def _settled_end(
+    source: SourceConfig, server_id: int, start: BinlogOffset, end: BinlogOffset, capture: Capture
+) -> BinlogOffset:
+    xa, settled = XaTransactions(), start
+    with closing(transactions(source, server_id, start, capture, xa)) as read:
+        for begins, _, _ in read:
+            if begins >= end:
+                break
+            if begins > start and not xa.touching():
+                settled = begins
+    pending = xa.touching()
+    if not pending:
+        return end
+    log.info(
+        "the stream's batch ends at %s, before XA transactions %s, prepared and not yet "
+        "committed or rolled back", settled, names(pending),
+    )  # fmt: skip
+    return settled
 
 
 def read_splits(

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import NotImplementedEvent, QueryEvent, XidEvent
+from pymysqlreplication.event import (
+    GtidEvent,
+    MariadbGtidEvent,
+    NotImplementedEvent,
+    QueryEvent,
+    XAPrepareEvent,
+    XidEvent,
+)
 from pymysqlreplication.row_event import (
     PartialUpdateRowsEvent,
     RowsEvent,
@@ -25,16 +32,19 @@ from pymysqlreplication.row_event import (
 
 from binlake.config.settings import SourceConfig
 from binlake.errors import BinlogPurgedError, SchemaChangeError, SourceConnectionError, SourceError
-from binlake.model.capture import split_qualified
+from binlake.model.capture import TableNames, split_qualified
 from binlake.model.changes import Op, Row, RowChange
 from binlake.model.offsets import BinlogOffset, ChangePosition, on_lineage
 from binlake.model.schema import Column, TableSchema
 from binlake.mysql.column_rules import ruled_rename
+from binlake.mysql.commit_times import CommitClock
 from binlake.mysql.ddl import short_statement
 from binlake.mysql.reconnect import MAX_BACKOFF_S, is_transient
 from binlake.mysql.replication import ER_MASTER_FATAL_ERROR_READING_BINLOG, ROW_EVENTS, open_stream
 from binlake.mysql.row_images import ImageDecoder, column_layout, decode_images, image_decoder
 from binlake.mysql.schema_history import SchemaChange, SchemaTracker
+from binlake.mysql.system_versioning import Versions, hidden_period_columns, versions_of
+from binlake.mysql.xa_transactions import XaTransactions
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +56,16 @@ _UNREADABLE_EVENT_TYPES = {
     40: "binlog_transaction_compression=ON (MySQL transaction payloads)",
     39: "binlog_row_value_options=PARTIAL_JSON (MySQL partial JSON updates)",
 }
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """One row layout of a table: the schema of its rows as they land, their decoder, and for a
+    system-versioned table how its images read as current rows (`system_versioning`)."""
+
+    schema: TableSchema
+    decoder: ImageDecoder
+    versions: Versions | None
 
 
 class _TableDecoder:
@@ -66,12 +86,14 @@ class _TableDecoder:
     def __init__(self, table: TableSchema, known: dict[str, Column] | None = None) -> None:
         self.table = table
         self.known = {**(known or {}), **{c.name: c for c in table.columns}}
-        self._decoders: dict[tuple[Any, ...], tuple[TableSchema, ImageDecoder]] = {}
+        #: A system-versioned table's implicit period columns: decoded, judged, then dropped.
+        self.hidden = hidden_period_columns(table)
+        self._decoders: dict[tuple[Any, ...], _Layout] = {}
         self._map: Any = None  # the table map of the current transaction, and its decoder
-        self._decoder: tuple[TableSchema, ImageDecoder] | None = None
+        self._decoder: _Layout | None = None
 
-    def images(self, event: RowsEvent) -> tuple[TableSchema, list[Row]]:
-        """The schema of `event`'s rows, and every row image in order (an update row: its
+    def images(self, event: RowsEvent) -> tuple[_Layout, list[Row]]:
+        """The layout of `event`'s rows, and every row image in order (an update row: its
         before, then its after)."""
         table_map = event.table_map[event.table_id]
         if table_map is not self._map or self._decoder is None:
@@ -79,24 +101,28 @@ class _TableDecoder:
             self._map = table_map  # held, so it is compared by identity, never by a reused id
         self._require_full_images(event)
         body = event.packet.read(event.event_size - event.packet.read_bytes)
-        schema, decoder = self._decoder
-        return schema, list(decode_images(decoder, body))
+        return self._decoder, list(decode_images(self._decoder.decoder, body))
 
-    def _decoder_for(self, table_id: int, columns: list[Any]) -> tuple[TableSchema, ImageDecoder]:
+    def _decoder_for(self, table_id: int, columns: list[Any]) -> _Layout:
         layout = (table_id, *map(column_layout, columns))
         found = self._decoders.get(layout)
         if found is None:
-            schema = self._layout_schema(columns)
-            found = self._decoders[layout] = (schema, image_decoder(schema, columns))
+            decoded = self._layout_schema(columns)
+            schema, versions = versions_of(decoded, self.hidden)
+            found = _Layout(schema, image_decoder(decoded, columns), versions)
+            self._decoders[layout] = found
         return found
 
     def _layout_schema(self, columns: list[Any]) -> TableSchema:
+        """The schema a layout's images are decoded with (a versioned table's implicit period
+        columns included where the layout has them)."""
         names = [getattr(c, "name", None) for c in columns]
         if any(n is None or str(n).startswith("UNKNOWN_COL") for n in names):
             return self.table
-        if tuple(names) == self.table.column_names or any(n not in self.known for n in names):
+        known = {**self.known, **self.hidden}
+        if tuple(names) == self.table.column_names or any(n not in known for n in names):
             return self.table  # decoding checks it (and names what differs)
-        return replace(self.table, columns=tuple(self.known[str(n)] for n in names))
+        return replace(self.table, columns=tuple(known[str(n)] for n in names))
 
     def _require_full_images(self, event: RowsEvent) -> None:
         bitmaps = [event.columns_present_bitmap]
@@ -117,10 +143,15 @@ def read_changes(
     start: BinlogOffset,
     stop: BinlogOffset | None = None,
     blocking: bool = False,
+    xa: XaTransactions | None = None,
 ) -> Iterator[RowChange]:
     """Row changes of `tables` with positions in `(start, stop]`, in binlog order (the tables'
-    schemas must not change in that range: the snapshot's windows)."""
-    for change in _read(_Reader(source, server_id, tables, start, stop), blocking):
+    schemas must not change in that range: the snapshot's windows). An XA transaction's rows come
+    at its commit; `xa`, if given, keeps what the read met of XA transactions for the caller
+    (what stayed prepared, which commits it never saw prepared), and may carry on from a read
+    that ended where this one starts."""
+    reader = _Reader(source, server_id, tables, start, stop, xa=xa)
+    for change in _read(reader, blocking):
         assert isinstance(change, RowChange)
         yield change
 
@@ -132,14 +163,17 @@ def follow_changes(
     start: BinlogOffset,
     stop: BinlogOffset,
     floors: dict[str, BinlogOffset],
+    since: int = 0,
 ) -> Iterator[RowChange | SchemaChange]:
     """Row changes of the tracker's tables and their schema changes in `(start, stop]`, in binlog
     order, each row decoded with the schema in force at its position (the stream's read).
 
     Rows of a table at or before its floor (every chunk's high watermark already holds them)
-    are skipped undecoded: they may predate the schema its snapshot read.
+    are skipped undecoded: they may predate the schema its snapshot read. Each change and DDL
+    carries its transaction's commit time, never earlier than `since` (the commit time reached
+    at `start`, 0 if unknown) or than any transaction's before it (`commit_times`).
     """
-    reader = _Reader(source, server_id, [], start, stop, tracker, floors)
+    reader = _Reader(source, server_id, [], start, stop, tracker, floors, since)
     yield from _read(reader, blocking=False)
 
 
@@ -194,11 +228,22 @@ def _read(reader: _Reader, blocking: bool) -> Iterator[RowChange | SchemaChange]
 
 
 READ_DEADLINE_S = 30.0
-#: XIDs end most transactions, so a read stops right at its stop offset; unknown and partial
-#: events are read so that an event the library cannot decode stops the read, not vanishes.
-_READ_EVENTS = [*ROW_EVENTS, XidEvent, NotImplementedEvent, PartialUpdateRowsEvent]
-#: A schema-following read also reads DDL (QUERY events; BEGIN is one too, and is skipped).
-_FOLLOW_EVENTS = [*_READ_EVENTS, QueryEvent]
+#: XIDs end most transactions, so a read stops right at its stop offset; GTID events begin them
+#: and carry their commit times (`commit_times`; MySQL's anonymous GTID event is a
+#: NotImplementedEvent); unknown and partial events are read so that an event the library cannot
+#: decode stops the read, not vanishes.
+_READ_EVENTS = [
+    *ROW_EVENTS,
+    XidEvent,
+    MariadbGtidEvent,
+    GtidEvent,
+    NotImplementedEvent,
+    PartialUpdateRowsEvent,
+    # XA transactions (`xa_transactions`): prepared, then committed or rolled back by a
+    # statement; a schema-following read also reads DDL in QUERY events.
+    XAPrepareEvent,
+    QueryEvent,
+]
 
 
 class _Reader:
@@ -218,19 +263,29 @@ class _Reader:
         stop: BinlogOffset | None,
         tracker: SchemaTracker | None = None,
         floors: dict[str, BinlogOffset] | None = None,
+        since: int = 0,
+        xa: XaTransactions | None = None,
     ) -> None:
         self.source, self.server_id, self.start, self.stop = source, server_id, start, stop
+        #: XA transactions: rows held from their prepare to their commit (`xa_transactions`).
+        self.xa = xa if xa is not None else XaTransactions()
         self.tracker = tracker
         self.floors = floors or {}
+        #: How the server compares table names: a table map's spelling may differ from the
+        #: catalog's under lower_case_table_names=2, so decoders are found by `names.key`.
+        self.names = TableNames()
         if tracker is not None:
             tables = list(tracker.captured().values())
             self.schemas = tracker.capture.schemas
+            self.names = tracker.capture.names
         else:
             self.schemas = sorted({t.database for t in tables})
-        self.decoders = {(t.database, t.name): _TableDecoder(t) for t in tables}
+        self.decoders = {self._key(t.database, t.name): _TableDecoder(t) for t in tables}
         self.reached = start  # the end of the last event read: where a retry resumes
         self.table_map: dict[int, Any] = {}
         self.done = False
+        #: The commit time of the transaction read (`commit_times`): `since` before the first.
+        self.clock = CommitClock(since)
 
     def read(self, blocking: bool) -> Iterator[RowChange | SchemaChange]:
         following = self.tracker is not None
@@ -239,7 +294,7 @@ class _Reader:
             self.server_id,
             self.reached,
             blocking=blocking,
-            only_events=_FOLLOW_EVENTS if following else _READ_EVENTS,
+            only_events=_READ_EVENTS,
             only_schemas=self.schemas,
             # A schema-following read meets tables created later: it filters rows itself.
             only_tables=None if following else sorted({t for _, t in self.decoders}),
@@ -252,12 +307,17 @@ class _Reader:
                 self.reached = offset
                 if self.stop is not None and offset > self.stop:
                     break
+                self.clock.observe(event.timestamp)
                 if isinstance(event, NotImplementedEvent | PartialUpdateRowsEvent):
                     _refuse_unreadable(event)
-                elif isinstance(event, QueryEvent):
-                    yield from self._schema_changes(event, offset)
                 elif isinstance(event, RowsEvent):
-                    yield from self._changes(event, offset)
+                    changes = self._changes(event, offset)
+                    if self.xa.holding:
+                        self.xa.hold(changes)
+                    else:
+                        yield from changes
+                else:
+                    yield from self._transaction_event(event, offset)
                 if offset == self.stop:
                     break
             else:
@@ -267,9 +327,23 @@ class _Reader:
             stream.close()
         self.done = self.stop is None or self.reached >= self.stop
 
+    def _key(self, database: str, table: str) -> tuple[str, str]:
+        return self.names.key(database), self.names.key(table)
+
     def _at(self, stream: BinLogStreamReader) -> BinlogOffset:
         """Where the read is, on the lineage it started on."""
         return BinlogOffset(on_lineage(stream.log_file, self.start.lineage), stream.log_pos)
+
+    def _transaction_event(
+        self, event: Any, offset: BinlogOffset
+    ) -> Iterator[RowChange | SchemaChange]:
+        """A transaction's start or end, an XA statement (`xa_transactions`: the rows it
+        commits, stamped with its commit time), or a DDL."""
+        committed = self.xa.observe(event, offset)
+        if committed is None:
+            yield from self._schema_changes(event, offset)
+        else:
+            yield from (replace(c, timestamp=self.clock.now) for c in committed)
 
     def _schema_changes(self, event: QueryEvent, offset: BinlogOffset) -> Iterator[SchemaChange]:
         if self.tracker is None or offset <= self.start or event.query == "BEGIN":
@@ -280,7 +354,7 @@ class _Reader:
             if floor is None or offset > floor:
                 raise _statement_dml(table, offset, event.query)
         for change in self.tracker.on_statement(event.query, default, offset):
-            name = split_qualified(change.table)
+            name = self._key(*split_qualified(change.table))
             old = self.decoders.pop(name, None)
             if change.after is not None:
                 self.decoders[name] = _TableDecoder(change.after, old.known if old else None)
@@ -289,30 +363,39 @@ class _Reader:
                 refused = ruled_rename(self.source, change)
                 if refused is not None:
                     raise SchemaChangeError(refused)
-                yield replace(change, ts=float(event.timestamp))
+                yield replace(change, ts=float(self.clock.now))
 
     def _changes(self, event: RowsEvent, offset: BinlogOffset) -> Iterator[RowChange]:
-        decoder = self.decoders.get((event.schema, event.table))
+        decoder = self.decoders.get(self._key(event.schema, event.table))
         if offset <= self.start or decoder is None:
             return
         floor = self.floors.get(decoder.table.qualified)
         if floor is not None and offset <= floor:
             return
-        table, images = decoder.images(event)
-        qualified, ts = table.qualified, event.timestamp
+        layout, images = decoder.images(event)
+        table, ts = layout.schema, self.clock.now
+        pairs: Iterable[tuple[Row | None, Row | None]]
         if isinstance(event, UpdateRowsEvent):
-            for index in range(len(images) // 2):
-                before, after = images[2 * index], images[2 * index + 1]
-                position = ChangePosition(offset, index)
-                yield RowChange(qualified, Op.UPDATE, position, before, after, ts, table)
+            kind, pairs = Op.UPDATE, zip(images[::2], images[1::2], strict=True)
         elif isinstance(event, WriteRowsEvent):
-            for index, image in enumerate(images):
-                position = ChangePosition(offset, index)
-                yield RowChange(qualified, Op.INSERT, position, None, image, ts, table)
+            kind, pairs = Op.INSERT, ((None, image) for image in images)
         else:
-            for index, image in enumerate(images):
-                position = ChangePosition(offset, index)
-                yield RowChange(qualified, Op.DELETE, position, image, None, ts, table)
+            kind, pairs = Op.DELETE, ((image, None) for image in images)
+        versions = layout.versions
+        for index, (before, after) in enumerate(pairs):
+            op: Op | None = kind
+            if versions is not None:  # a history row, or a period ended: a current row's change
+                before, after = versions.current(before, after)
+                op = _OPS[before is not None, after is not None]
+            if op is None:
+                continue
+            position = ChangePosition(offset, index)
+            yield RowChange(table.qualified, op, position, before, after, ts, table)
+
+
+#: A change's operation by which of its images it has (before, after).
+_OPS = {(True, True): Op.UPDATE, (False, True): Op.INSERT, (True, False): Op.DELETE,
+        (False, False): None}  # fmt: skip
 
 
 def _statement_dml(table: str, offset: BinlogOffset, statement: str) -> SourceError:

@@ -51,7 +51,8 @@ class Ddl:
     if_not_exists: bool = False  # CREATE TABLE IF NOT EXISTS: nothing when the table exists
     #: The clause of an ALTER that removes, adds or replaces rows without row events (DROP,
     #: TRUNCATE, EXCHANGE or CONVERT PARTITION, CONVERT TABLE … TO PARTITION, DISCARD/IMPORT
-    #: [PARTITION …] TABLESPACE); "" when none does.
+    #: [PARTITION …] TABLESPACE; ADD PERIOD FOR SYSTEM_TIME, which fills the period's new
+    #: columns of every row); "" when none does.
     removes_rows: str = ""
     #: DROP DATABASE: the database whose every table goes (the binlog logs no DROP TABLE each).
     dropped_database: str | None = None
@@ -206,6 +207,9 @@ def _alter(p: Parser) -> Ddl | None:
             removes_rows = "CONVERT PARTITION"
         elif clause.phrase("CONVERT", "TABLE"):  # a table's rows arrive as a partition (10.7+)
             removes_rows = "CONVERT TABLE"
+        elif clause.phrase("ADD", "PERIOD", "FOR", "SYSTEM_TIME"):
+            # Named period columns added with versioning: every row gets their values, unlogged.
+            removes_rows = "ADD PERIOD FOR SYSTEM_TIME"
         elif verb := _removing_rows(clause):
             removes_rows = verb
     # CHANGE keeping the name (MySQL compares column names case-insensitively) only redefines it.

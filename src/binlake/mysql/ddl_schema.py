@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from binlake.model.schema import Column, TableSchema
 from binlake.mysql.ddl import Parser, Token, Unparseable, tokenize
+from binlake.mysql.system_versioning import IMPLICIT_PERIOD
 
 
 @dataclass(frozen=True)
@@ -56,17 +57,25 @@ def schema_after_alter(
         parser.table()
         parser.skip_wait()
         columns = list(before.columns)
-        key, split = list(before.key), before.split_column
+        key, split, period = list(before.key), before.split_column, before.system_period
         for clause in parser.clauses():
+            if clause.phrase("ADD", "SYSTEM", "VERSIONING"):
+                period = period or IMPLICIT_PERIOD  # named period columns: ADD PERIOD is unknown
+                continue
+            if clause.phrase("DROP", "SYSTEM", "VERSIONING"):
+                period = None  # named period columns: DROP PERIOD is unknown
+                continue
             renamed = _clause(clause, columns, charsets)
-            if renamed is not None:
+            if renamed is not None:  # `CHANGE ID ident` renames `id`: names compare ignoring case
                 old, new = renamed
-                key = [new if k == old else k for k in key]
-                split = new if split == old else split
+                key = [new if k.lower() == old.lower() else k for k in key]
+                split = new if split.lower() == old.lower() else split
         names = {c.name for c in columns}
         if not set(key) <= names or split not in names:
             return None  # a key column dropped: a new key, which the server must describe
-        return replace(before, columns=tuple(columns), key=tuple(key), split_column=split)
+        return replace(
+            before, columns=tuple(columns), key=tuple(key), split_column=split, system_period=period
+        )
     except (_Unknown, Unparseable):
         return None
 
@@ -128,7 +137,7 @@ def _add(p: Parser, columns: list[Column], charsets: Charsets) -> None:
     if p.keyword("PARTITION"):
         return  # a new, empty partition: where rows are kept, not what they hold
     if p.keyword("PRIMARY", "PERIOD", "SYSTEM"):
-        raise _Unknown("ADD PRIMARY KEY / PERIOD / SYSTEM VERSIONING")
+        raise _Unknown("ADD PRIMARY KEY / PERIOD")
     p.keyword("COLUMN")
     if p.punct("("):
         raise _Unknown("ADD COLUMN (a, b)")

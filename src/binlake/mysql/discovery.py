@@ -15,15 +15,21 @@ from binlake.model.schema import Column, TableSchema
 from binlake.model.typemap import map_table
 from binlake.mysql.charsets import charmap
 from binlake.mysql.connection import query
+from binlake.mysql.server import table_names
+from binlake.mysql.system_versioning import IMPLICIT_PERIOD
 
 _FLOATING = {"float", "double", "real"}
 #: MariaDB types whose order is not the order of their text (the value's landed form).
 _UNORDERED = {"inet4", "inet6", "uuid"}
+#: The tables binlake captures: base tables, and system-versioned ones (their current rows).
+_TABLE_TYPES = ("BASE TABLE", "SYSTEM VERSIONED")
 
 
 def discover(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
-    """The captured tables' schemas, in `source.tables` order (name order without it)."""
-    tables = config.source.capture.select(_table_names(conn, config.source.capture))
+    """The captured tables' schemas, in `source.tables` order (name order without it), named as
+    the server stores them (`source.tables` matched as the server compares names)."""
+    capture = config.source.capture.under(table_names(conn))
+    tables = capture.select(_table_names(conn, capture))
     names = {n for d, t in tables for n in (t, qualified(d, t))}
     unknown = sorted(set(config.snapshot.split_keys) - names)
     if unknown:
@@ -34,7 +40,8 @@ def discover(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
 
 
 def _table_names(conn: pymysql.Connection, capture: Capture) -> list[tuple[str, str]]:
-    """(database, table) of the base tables the capture may take, in name order."""
+    """(database, table) of the base tables the capture may take (system-versioned ones
+    included), in name order."""
     params: tuple[Any, ...]
     where, params = "table_schema NOT IN %s", (tuple(sorted(SYSTEM_DATABASES)),)
     if capture.database is not None:
@@ -42,8 +49,8 @@ def _table_names(conn: pymysql.Connection, capture: Capture) -> list[tuple[str, 
     rows = query(
         conn,
         "SELECT table_schema, table_name FROM information_schema.tables "
-        f"WHERE {where} AND table_type = 'BASE TABLE' ORDER BY table_schema, table_name",
-        params,
+        f"WHERE {where} AND table_type IN %s ORDER BY table_schema, table_name",
+        (*params, _TABLE_TYPES),
     )
     return [(r[0], r[1]) for r in rows]
 
@@ -51,6 +58,15 @@ def _table_names(conn: pymysql.Connection, capture: Capture) -> list[tuple[str, 
 def load_schema(
     conn: pymysql.Connection, database: str, table: str, split_keys: dict[str, str]
 ) -> TableSchema:
+    described = query(
+        conn,
+        "SELECT column_name, data_type, column_type, is_nullable, numeric_precision, "
+        "numeric_scale, datetime_precision, character_set_name, collation_name, "
+        "column_default, generation_expression "
+        "FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+        "ORDER BY ordinal_position",
+        (database, table),
+    )
     columns = tuple(
         Column(
             name=r[0],
@@ -66,17 +82,11 @@ def load_schema(
             charmap=charmap(conn, r[7]),
             default=r[9],
         )
-        for r in query(
-            conn,
-            "SELECT column_name, data_type, column_type, is_nullable, numeric_precision, "
-            "numeric_scale, datetime_precision, character_set_name, collation_name, "
-            "column_default "
-            "FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
-            "ORDER BY ordinal_position",
-            (database, table),
-        )
+        for r in described
     )
-    primary = tuple(
+    period = _system_period(conn, database, table, described)
+    row_end = period[1] if period else None
+    primary = tuple(  # without the row end the server adds to a versioned table's keys
         r[0]
         for r in query(
             conn,
@@ -85,6 +95,7 @@ def load_schema(
             "ORDER BY ordinal_position",
             (database, table),
         )
+        if r[0] != row_end
     )
     names = [c.name for c in columns]
     configured = split_keys.get(qualified(database, table), split_keys.get(table))
@@ -97,7 +108,7 @@ def load_schema(
         split = configured or primary[0]
         _check_split_in_primary_key(database, table, split, primary)
     else:
-        unique = _unique_not_null_columns(conn, database, table, columns)
+        unique = _unique_not_null_columns(conn, database, table, columns, row_end)
         if configured is None:
             raise SourceError(
                 f"table {database}.{table} has no primary key: set snapshot.split_keys.{table} "
@@ -106,7 +117,35 @@ def load_schema(
         split = configured
         _check_split_identifies_rows(database, table, columns, split, unique)
     _check_split_exact(database, table, columns, split, primary)
-    return TableSchema(database, table, columns, primary or (split,), split)
+    return TableSchema(database, table, columns, primary or (split,), split, period)
+
+
+def _system_period(
+    conn: pymysql.Connection, database: str, table: str, described: list[tuple[Any, ...]]
+) -> tuple[str, str] | None:
+    """A system-versioned table's (row start, row end) columns: those information_schema shows
+    generated AS ROW START / ROW END, else the implicit ones it does not list; None for a table
+    not system-versioned (`system_versioning` has how binlake reads such a table)."""
+    kind = query(
+        conn,
+        "SELECT table_type FROM information_schema.tables "
+        "WHERE table_schema = %s AND table_name = %s",
+        (database, table),
+    )
+    if not kind or kind[0][0] != "SYSTEM VERSIONED":
+        return None
+    generated = {str(r[10]).upper(): r for r in described if r[10] in ("ROW START", "ROW END")}
+    if len(generated) < 2:
+        return IMPLICIT_PERIOD
+    start, end = generated["ROW START"], generated["ROW END"]
+    if str(end[1]).lower() != "timestamp":
+        raise SourceError(
+            f"{database}.{table} keeps transaction-precise history (its period columns "
+            f"{start[0]!r} and {end[0]!r} are {end[2]} transaction ids): MariaDB logs its changes "
+            "as statements, not row events, so binlake cannot capture it. Leave it out of "
+            "source.tables, or version it by time (period columns TIMESTAMP(6))"
+        )
+    return start[0], end[0]
 
 
 def load_schema_if_exists(
@@ -116,8 +155,8 @@ def load_schema_if_exists(
     exists = query(
         conn,
         "SELECT 1 FROM information_schema.tables "
-        "WHERE table_schema = %s AND table_name = %s AND table_type = 'BASE TABLE'",
-        (database, table),
+        "WHERE table_schema = %s AND table_name = %s AND table_type IN %s",
+        (database, table, _TABLE_TYPES),
     )
     if not exists:
         return None
@@ -127,17 +166,22 @@ def load_schema_if_exists(
 
 
 def _unique_not_null_columns(
-    conn: pymysql.Connection, database: str, table: str, columns: tuple[Column, ...]
+    conn: pymysql.Connection,
+    database: str,
+    table: str,
+    columns: tuple[Column, ...],
+    row_end: str | None,
 ) -> list[str]:
-    """Columns that alone identify a row: NOT NULL, with a single-column UNIQUE index."""
+    """Columns that alone identify a row: NOT NULL, with a single-column UNIQUE index (a
+    system-versioned table's: single-column but for the `row_end` every unique key gains)."""
     indexed = {
         r[0]
         for r in query(
             conn,
             "SELECT MAX(column_name) FROM information_schema.statistics "
             "WHERE table_schema = %s AND table_name = %s AND non_unique = 0 "
-            "GROUP BY index_name HAVING COUNT(*) = 1",
-            (database, table),
+            "AND column_name <> %s GROUP BY index_name HAVING COUNT(*) = 1",
+            (database, table, row_end or ""),
         )
     }
     return [c.name for c in columns if c.name in indexed and not c.nullable]

@@ -15,7 +15,13 @@ import pymysql
 from binlake.config.secrets import hash_salt
 from binlake.config.settings import Config, SourceConfig
 from binlake.errors import ConfigError, SourceError
-from binlake.lake.paths import DELETED_COLUMN, EVENTS_TABLE, HISTORY_COLUMNS, ROUTE_COLUMNS
+from binlake.lake.paths import (
+    DELETED_COLUMN,
+    EVENTS_TABLE,
+    HISTORY_COLUMNS,
+    ROUTE_COLUMNS,
+    meta_columns,
+)
 from binlake.model.capture import table_matches
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
@@ -31,6 +37,7 @@ from binlake.mysql.server import (
     current_account,
     current_offset,
 )
+from binlake.mysql.xa_transactions import prepared_xids
 
 #: The server's refusal of a SELECT of a table, or of some of its columns, the user lacks.
 ER_TABLEACCESS_DENIED = 1142
@@ -44,11 +51,13 @@ def check_privileges(
     misses privileges that come through roles and varies between servers and versions.
 
     The binlog position (BINLOG MONITOR / REPLICATION CLIENT) is read by `validate` already; here
-    a short non-blocking binlog dump from the head (REPLICATION SLAVE) and a `LIMIT 0` SELECT of
-    each table. Each refusal names the missing grant as the GRANT statement that adds it.
+    a short non-blocking binlog dump from the head (REPLICATION SLAVE), `XA RECOVER`
+    (XA_RECOVER_ADMIN on MySQL 8) and a `LIMIT 0` SELECT of each table. Each refusal names the
+    missing grant as the GRANT statement that adds it.
     """
     account = current_account(conn)
     check_binlog_dump(source, server_id, current_offset(conn), account)
+    prepared_xids(conn)
     for table in tables:
         try:
             query(conn, f"SELECT * FROM {table.sql_name} LIMIT 0")
@@ -103,6 +112,7 @@ def validate(
     _check_soft_delete_column(config, tables)
     _check_history(config, tables)
     _check_routes(config, tables)
+    _check_own_columns(config, tables)
     _check_table_keys("source.row_filters", config.source.row_filters, tables)
     _check_table_keys("source.column_rules", config.source.column_rules, tables)
     check_column_rules(config.source, tables)
@@ -150,6 +160,20 @@ def _check_soft_delete_column(config: Config, tables: list[TableSchema]) -> None
                 f"table {table.qualified} has a column {DELETED_COLUMN!r}, which silver.deletes: "
                 "soft adds to silver for the delete's time: leave the table out of "
                 "source.tables, or keep silver.deletes: hard"
+            )
+
+
+def _check_own_columns(config: Config, tables: list[TableSchema]) -> None:
+    """Refuse a captured table with a column named like one of binlake's own in its silver
+    (`meta_columns`; those a setting adds are refused above, with that setting's remedy)."""
+    for table in tables:
+        own = {c.lower() for c in meta_columns(config, table.qualified)}
+        clash = [n for n in table.column_names if n.lower() in own]
+        if clash:
+            raise ConfigError(
+                f"table {table.qualified} has a column {clash[0]!r}, a column binlake keeps in "
+                "its silver table: rename it on the source, or leave the table out of "
+                "source.tables"
             )
 
 

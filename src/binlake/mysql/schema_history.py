@@ -209,6 +209,9 @@ class SchemaTracker:
     It starts from the entries in force at the read's start. A DDL at or before a table's entry
     is already reflected in it (the schema was read after it) and is skipped; any later DDL that
     touches a captured table, or creates one `source.tables` matches, yields a `SchemaChange`.
+    A statement's names are compared as the server compares them (`capture.names`): under
+    `lower_case_table_names` 1 or 2, `TRUNCATE TABLE Orders` empties `orders`, and the change
+    keeps the table's own spelling (its entries, its lake paths).
     """
 
     def __init__(
@@ -264,14 +267,16 @@ class SchemaTracker:
         statement goes on the table's entry, so the cut-over knows which columns it renamed."""
         if ddl.kind not in ("create", "alter"):
             return
+        names = self.capture.names
         for ref in ddl.tables:
             database, name = ref.qualified(default_database)
             for table, entry in list(self.entries.items()):
                 held = entry.schema
-                if held is None or database != held.database or offset <= entry.offset:
+                if held is None or not names.same(database, held.database):
                     continue
                 shadow = (*entry.shadow, statement) if ddl.kind == "alter" else ()
-                if not is_incoming_shadow_of(name, held.name) or shadow == entry.shadow:
+                incoming = is_incoming_shadow_of(names.key(name), names.key(held.name))
+                if offset <= entry.offset or not incoming or shadow == entry.shadow:
                     continue
                 change = SchemaChange(table, offset, statement, held, held, "shadow", shadow)
                 self.entries[table] = change.entry()
@@ -289,25 +294,40 @@ class SchemaTracker:
         statement (a session with binlog_format STATEMENT or MIXED), it has no row events."""
         held = []
         for ref in dml_tables(statement) or ():
-            database, name = ref.qualified(default_database)
-            entry = self.entries.get(qualified(database, name))
+            table = qualified(*self._table_id(ref, default_database))
+            entry = self.entries.get(table)
             if entry is not None and entry.schema is not None:
-                held.append(qualified(database, name))
+                held.append(table)
         return held
+
+    def _table_id(self, ref: TableRef, default_database: str) -> TableId:
+        """A statement's table reference as the server stores the table: a held table's own
+        spelling (its entries and lake paths are keyed by it), else the spelling the server
+        stores a new name by. The same as written where the server compares names as written."""
+        database, name = ref.qualified(default_database)
+        names = self.capture.names
+        if not names.folds or qualified(database, name) in self.entries:
+            return database, name
+        wanted = (names.key(database), names.key(name))
+        for table in self.entries:
+            held = split_qualified(table)
+            if (names.key(held[0]), names.key(held[1])) == wanted:
+                return held
+        return names.stored(database), names.stored(name)
 
     def _affected(self, ddl: Ddl, default_database: str) -> Iterator[tuple[TableId, str]]:
         """((database, table), kind) for each table of a captured database the statement
         touches."""
 
         def mine(ref: TableRef) -> TableId | None:
-            database, name = ref.qualified(default_database)
-            wanted = self.capture.database
-            return (database, name) if wanted is None or database == wanted else None
+            database, name = self._table_id(ref, default_database)
+            return (database, name) if self.capture.in_database(database) else None
 
         if ddl.dropped_database is not None:
             for table, entry in list(self.entries.items()):
                 held = split_qualified(table)
-                if held[0] == ddl.dropped_database and entry.schema is not None:
+                gone = self.capture.names.same(held[0], ddl.dropped_database)
+                if gone and entry.schema is not None:
                     yield held, "drop"
             return
         kind = "unfollowable" if ddl.removes_rows else ddl.kind

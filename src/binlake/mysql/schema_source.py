@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pymysql
 import pymysql.cursors
 
+from binlake.model.capture import TableNames
 from binlake.model.offsets import BinlogOffset, on_lineage
 from binlake.model.schema import TableSchema
 from binlake.model.shadow_tables import is_incoming_shadow_of
@@ -23,9 +24,10 @@ from binlake.mysql.connection import query
 from binlake.mysql.ddl import parse_ddl
 from binlake.mysql.ddl_schema import Charsets
 from binlake.mysql.discovery import load_schema_if_exists
-from binlake.mysql.server import binlog_files, current_offset
+from binlake.mysql.server import binlog_files, current_offset, table_names
 
 _USE = re.compile(r"use `((?:[^`]|``)*)`; (.*)", re.DOTALL)
+_AS_WRITTEN = TableNames()
 
 
 @dataclass(frozen=True)
@@ -36,19 +38,22 @@ class LoggedStatement:
     database: str  # the session's default database ("" when none)
     statement: str
 
-    def touches(self, database: str, table: str, shadow: bool = False) -> bool:
+    def touches(
+        self, database: str, table: str, shadow: bool = False, names: TableNames = _AS_WRITTEN
+    ) -> bool:
         """Whether the statement changes the table (or, with `shadow`, the copy an online
-        schema-change tool alters in its place: see `shadow_tables`)."""
+        schema-change tool alters in its place: see `shadow_tables`), its names compared as the
+        server compares them (`names`)."""
         ddl = parse_ddl(self.statement)
         if ddl is None:
             return False
         if ddl.dropped_database is not None:
-            return ddl.dropped_database == database
+            return names.same(ddl.dropped_database, database)
         refs = [*ddl.tables, *(ref for pair in ddl.renames for ref in pair)]
-        names = {
-            name for db, name in (ref.qualified(self.database) for ref in refs) if db == database
-        }
-        return table in names or (shadow and any(is_incoming_shadow_of(n, table) for n in names))
+        qualified = (ref.qualified(self.database) for ref in refs)
+        touched = {names.key(name) for db, name in qualified if names.same(db, database)}
+        key = names.key(table)
+        return key in touched or (shadow and any(is_incoming_shadow_of(n, key) for n in touched))
 
 
 class ServerSchemas:
@@ -57,6 +62,8 @@ class ServerSchemas:
     def __init__(self, conn: pymysql.Connection, split_keys: dict[str, str]) -> None:
         self.conn = conn
         self.split_keys = split_keys
+        #: How the server compares table names: a DDL may spell a table in another case.
+        self.names = table_names(conn)
         self._scanned_from: BinlogOffset | None = None
         self._scanned_to: BinlogOffset | None = None
         self._statements: list[LoggedStatement] = []
@@ -75,7 +82,7 @@ class ServerSchemas:
             (
                 s
                 for s in self._statements
-                if s.offset > offset and s.touches(database, table, shadow)
+                if s.offset > offset and s.touches(database, table, shadow, self.names)
             ),
             None,
         )

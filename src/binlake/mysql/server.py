@@ -1,5 +1,6 @@
 """The source server: its binlog head and files, the account a session runs as, and the server
-settings binlake relies on (the binlog's format, the low watermark's guarantee)."""
+settings binlake relies on (the binlog's format, the low watermark's guarantee, how it compares
+table names)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pymysql
 
 from binlake.config.settings import SourceConfig
 from binlake.errors import SourceError
+from binlake.model.capture import TableNames
 from binlake.model.offsets import BinlogOffset
 from binlake.mysql.connection import connection, query
 
@@ -105,6 +107,13 @@ def logs_column_names(conn: pymysql.Connection) -> bool:
     """Whether row events name their columns (`binlog_row_metadata=FULL`), which lets the stream
     check every row image against the schema it decodes it with, by name."""
     return (_variable(conn, "binlog_row_metadata") or "").upper() == "FULL"
+
+
+def table_names(conn: pymysql.Connection) -> TableNames:
+    """How the server compares database and table names (`lower_case_table_names`; a server
+    that does not report it compares them as written)."""
+    found = _variable(conn, "lower_case_table_names")
+    return TableNames(int(found) if found and found.isdigit() else 0)
 
 
 def snapshot_offset(status: Iterable[tuple[Any, Any]]) -> BinlogOffset | None:

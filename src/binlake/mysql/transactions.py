@@ -17,6 +17,7 @@ from pymysqlreplication.event import (
     NotImplementedEvent,
     QueryEvent,
     RotateEvent,
+    XAPrepareEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
@@ -29,6 +30,7 @@ from binlake.mysql.gtids import gtid_after
 from binlake.mysql.replication import ROW_EVENTS, open_stream, reconnecting_read
 from binlake.mysql.row_images import count_images, image_widths
 from binlake.mysql.server import binlog_files
+from binlake.mysql.xa_transactions import XaTransactions
 
 #: The events a transaction begins with (`transactions`); MySQL's anonymous
 #: GTID event is decoded by python-mysql-replication as a NotImplementedEvent.
@@ -43,15 +45,23 @@ def transaction_start(event: Any, file: str, lineage: int) -> BinlogOffset | Non
 
 
 def transactions(
-    source: SourceConfig, server_id: int, start: BinlogOffset, counting: Capture | None = None
+    source: SourceConfig,
+    server_id: int,
+    start: BinlogOffset,
+    counting: Capture | None = None,
+    xa: XaTransactions | None = None,
 ) -> Generator[tuple[BinlogOffset, float, int]]:
     """Each transaction at or after `start` (until the binlog's current end): where it begins
     (on `start`'s lineage, with the GTID position there when `start` has one), when (epoch
     seconds) it was written, and the row changes before it since `start` of the tables
     `counting` captures (0 without it: then only event headers are read). With `counting`, the
     read ends with one more item where the binlog ends, every change counted: the last
-    transaction's changes have no next transaction to carry them."""
+    transaction's changes have no next transaction to carry them. `xa` (with `counting`) is fed
+    the XA transactions met, each marked if it changes a table `counting` captures: when a
+    transaction is yielded, it holds the state before that transaction."""
     events = TRANSACTION_STARTS if counting is None else [*TRANSACTION_STARTS, *ROW_EVENTS]
+    if xa is not None:
+        events = [*events, XAPrepareEvent, QueryEvent]
     stream = open_stream(
         source, server_id, start, only_events=events, filter_non_implemented_events=False,
         only_schemas=None if counting is None else counting.schemas,
@@ -64,7 +74,14 @@ def transactions(
                 assert counting is not None
                 if counting.captures(event.schema, event.table):
                     changes += _row_changes(event, widths)
+                    if xa is not None and xa.holding:
+                        xa.touch()
                 continue
+            if xa is not None:
+                at = BinlogOffset(on_lineage(stream.log_file, start.lineage), stream.log_pos)
+                xa.observe(event, at)
+                if isinstance(event, XAPrepareEvent | QueryEvent):
+                    continue
             begins = transaction_start(event, stream.log_file, start.lineage)
             if begins is None or begins < start:
                 continue

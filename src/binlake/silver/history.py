@@ -28,13 +28,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from binlake.errors import LakeError
-from binlake.lake.paths import END_OFFSET, HISTORY_COLUMNS, IS_CURRENT, VALID_FROM, VALID_TO
+from binlake.lake.paths import (
+    END_OFFSET,
+    HISTORY_COLUMNS,
+    IS_CURRENT,
+    OFFSET_COLUMN,
+    VALID_FROM,
+    VALID_TO,
+)
 from binlake.lake.tables import LakeTable, column_name, source_prefix
 from binlake.model.schema import TableSchema
 
 log = logging.getLogger(__name__)
 
-OFFSET_COLUMN = "_binlake_offset"
 #: Silver's table property naming the join in progress: `<its first HW>@<silver version>`.
 JOIN_PROPERTY = "binlake.history.join"
 

@@ -28,10 +28,10 @@ from binlake.errors import LakeError
 from binlake.lake.paths import (
     DELETED_COLUMN,
     END_OFFSET,
-    HISTORY_COLUMNS,
     IS_CURRENT,
     ROUTE_COLUMNS,
     VALID_TO,
+    meta_columns,
 )
 from binlake.lake.table_layout import apply_layout
 from binlake.lake.tables import (
@@ -340,15 +340,6 @@ def require_silver(spark: SparkSession, config: Config, table: TableSchema) -> N
             "Restore it (move it back, or Delta's RESTORE of a dropped catalog table), or "
             f"rebuild it: `binlake snapshot --tables {table.name} --reset`, then stream again"
         )
-
-
-def meta_columns(config: Config, table: str) -> tuple[str, ...]:
-    """Silver's columns that are binlake's, not the source's, for `table` ("db.table")."""
-    if keeps_history(config, table):
-        return (OFFSET_COLUMN, *HISTORY_COLUMNS)
-    route = ROUTE_COLUMNS if config.silver.route_of(table) is not None else ()
-    soft = (DELETED_COLUMN,) if config.silver.deletes == "soft" else ()
-    return (*route, OFFSET_COLUMN, *soft)
 
 
 def data_columns(

@@ -7,7 +7,9 @@ old one stays. `evolve` mirrors the source: drops and renames become Delta colum
 and renames. Both widen a column in place (Delta type widening). A change silver cannot follow (a
 new row key, a narrowed or incompatible type), or any change under `stop`, stops the stream
 before the DDL with a `SchemaChangeError` that names the table, the change, the binlog offset and
-the remedy. The changelog only grows: new columns join its images (`mergeSchema` on append).
+the remedy; so does, in every mode, a DDL that drops or renames a column the table's row filter
+reads, or gives it a column named like one of binlake's own in silver. The changelog only grows:
+new columns join its images (`mergeSchema` on append).
 Under `evolve` too, a routed table's DDL changes its route's silver as `lenient` does (the other
 members may hold a column it drops or renames), and only its own rows (see `routes`).
 """
@@ -24,6 +26,7 @@ from pyspark.sql import types as T
 
 from binlake.config.settings import Config
 from binlake.errors import SchemaChangeError, UnfollowableChange
+from binlake.lake.paths import meta_columns
 from binlake.lake.tables import (
     LakeTable,
     column_mapping,
@@ -48,6 +51,7 @@ from binlake.silver.merge import (
     silver_table,
 )
 from binlake.silver.routes import Member, member_of, reconcile
+from binlake.snapshot.row_filters import columns_read
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +78,7 @@ def apply_schema_change(spark: SparkSession, config: Config, change: SchemaChang
         return
     if change.kind == "shadow":
         return  # only the table's shadow changed: silver follows at the cut-over
+    _require_own_columns_free(config, change, after)
     if change.kind == "unfollowable":
         removed = getattr(parse_ddl(change.statement), "removes_rows", "a statement")
         raise UnfollowableChange(
@@ -172,6 +177,7 @@ def _alter(
     changes = column_changes(before, after, change.statement, *change.shadow)
     if arrival is None and not changes and before.key == after.key:
         return
+    _require_filter_unmoved(spark, config, change, before, changes)
     described = ", ".join(c.describe() for c in changes) or "a new row key"
     if config.stream.schema_changes == "stop":
         raise SchemaChangeError(
@@ -207,6 +213,52 @@ def _alter(
             _apply_column_change(spark, config, silver, after, column_change)
     how = " (an online schema-change tool's cut-over)" if change.kind == "swap" else ""
     log.info("%s changed %s%s: silver applied %s", change.table, change.where(), how, described)
+
+
+def _require_own_columns_free(config: Config, change: SchemaChange, after: TableSchema) -> None:
+    """Stop before a DDL that gives the table a column named like one of binlake's own in its
+    silver (`meta_columns`: `_binlake_offset`, `_deleted_at`, ...), whose values would have
+    nowhere to land (a table that has one is refused before any work: `prerequisites`)."""
+    own = {c.lower() for c in meta_columns(config, change.table)}
+    clash = [n for n in after.column_names if n.lower() in own]
+    if clash:
+        raise SchemaChangeError(
+            f"{change.table} changed {change.where()}: it gives the table a column "
+            f"{clash[0]!r}, a column binlake keeps in its silver table. The stream stopped "
+            "before that change, with silver unchanged: rename or drop the column on the "
+            f"source, then {_remedy(change)}"
+        )
+
+
+def _require_filter_unmoved(
+    spark: SparkSession,
+    config: Config,
+    change: SchemaChange,
+    before: TableSchema,
+    changes: list[ColumnChange],
+) -> None:
+    """Stop before a DDL that drops or renames a column the table's row filter reads, in every
+    `stream.schema_changes` mode. Silver holds the rows that column put inside the filter; read
+    by name after the DDL (NULL under `lenient`, missing under `evolve`) it would judge every
+    later change outside, or fail, and a filter renamed along with it would still be judged
+    against the config's text at the next start. The filter is the user's to name anew."""
+    predicate = config.source.row_filter_of(change.table)
+    if predicate is None:
+        return
+    moved: dict[str, str] = {}  # the column's name before the DDL: what the DDL does to it
+    for c in changes:
+        if c.kind == "drop":
+            moved[c.column] = "drops"
+        elif c.kind == "rename" and c.old_name is not None:
+            moved[c.old_name] = "renames"
+    for name in columns_read(spark, predicate, before, moved):
+        how = moved[name]
+        raise SchemaChangeError(
+            f"{change.table} changed {change.where()}: it {how} {name!r}, which its row filter "
+            f"{predicate!r} (source.row_filters) reads. The stream stopped before that change, "
+            "with silver unchanged: name the table's columns in the filter now (or drop it), "
+            f"then {_remedy(change)}"
+        )
 
 
 def _interlocked(changes: list[ColumnChange]) -> list[ColumnChange]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ import pymysql
 
 from binlake.config.settings import SourceConfig
 from binlake.errors import SourceError
-from binlake.model.changes import Row, RowKey, apply_changes
+from binlake.model.changes import Row, RowChange, RowKey, apply_changes
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import ColumnMapping, map_table, select_expression, split_key
@@ -44,6 +45,7 @@ from binlake.mysql.connection import BulkDriver, bulk_connect, connection, query
 from binlake.mysql.gtids import gtid_head
 from binlake.mysql.reconnect import is_transient, reconnecting
 from binlake.mysql.server import current_offset, reports_snapshot_offset, snapshot_offset
+from binlake.mysql.xa_transactions import XaTransactions, Xid, names, prepared_xids
 from binlake.snapshot.chunks import ChunkRange
 from binlake.snapshot.planner import key_order
 
@@ -52,6 +54,8 @@ log = logging.getLogger(__name__)
 #: How long a chunk on MySQL waits for the transactions before its low watermark to commit.
 #: Semi-synchronous replication alone may hold a commit for rpl_semi_sync_source_timeout (10 s).
 COMMIT_WAIT_S = 60
+#: How long a chunk waits for XA transactions prepared across its watermarks to end.
+XA_WAIT_S = 60.0
 _BEFORE_UUID = re.compile(r"(?=[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})", re.IGNORECASE)
 
 
@@ -157,6 +161,46 @@ def _settled_offset(conn: pymysql.Connection) -> BinlogOffset:
     return head
 
 
+class _XaAcross(Exception):
+    """XA transactions prepared before a chunk's low watermark and ended after it: the chunk's
+    rows lack them and its window holds only their commit, so the chunk is read again."""
+
+    def __init__(self, xids: set[Xid]) -> None:
+        super().__init__(names(xids))
+        self.xids = xids
+
+
+class _XaWait:
+    """One chunk's bounded wait for prepared XA transactions to end (`XA_WAIT_S`, with backoff
+    and a log line now and then), then an error naming them and the remedy.
+
+    No XA transaction may be prepared before a watermark and end after it: before LW, the
+    SELECT cannot see it and the window meets only its rowless `XA COMMIT`; before HW, the
+    stream, which starts at the smallest HW, would meet only that too. So a chunk whose LW an XA
+    transaction spans is read again, and a chunk's HW moves on until the table's XA
+    transactions prepared in its window have ended (`ChunkReader._window`)."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.began, self.pauses = what, time.monotonic(), 0
+
+    def pause(self, xids: set[Xid], where: str) -> None:
+        waited = time.monotonic() - self.began
+        if waited >= XA_WAIT_S:
+            raise SourceError(
+                f"{self.what}: XA transactions {names(xids)} stayed prepared on the source for "
+                f"{XA_WAIT_S:.0f} s across the chunk's {where}, whose rows cannot hold a "
+                "transaction prepared but not yet committed: end them with XA COMMIT or XA "
+                "ROLLBACK (XA RECOVER lists them), then run the same command again"
+            )
+        if self.pauses % 20 == 0:
+            log.warning(
+                "%s: waiting for prepared XA transactions %s to end (%.0f s so far)",
+                self.what, names(xids), waited,
+            )  # fmt: skip
+        self.pauses += 1
+        time.sleep(min(1.0, 0.05 * 2**self.pauses))
+
+
 class ChunkReader:
     """Reads chunks of one table over one pair of connections, kept for all its chunks: a
     PyMySQL one for watermarks and collation weights, a bulk one for the SELECTs (opening them
@@ -198,13 +242,20 @@ class ChunkReader:
         as the first would have been, so nothing of the failed one is kept."""
         what = f"reading chunk {chunk_id} of {self.table.qualified}"
         retrying = reconnecting(what, self.source.reconnect_timeout_s)
-        return retrying(self._read_on_live_connection, chunk_id, chunk)
+        waiting = _XaWait(what)
+        while True:
+            try:
+                return retrying(self._read_on_live_connection, chunk_id, chunk, waiting)
+            except _XaAcross as across:  # read again, with watermarks of its own
+                waiting.pause(across.xids, "low watermark")
 
-    def _read_on_live_connection(self, chunk_id: int, chunk: ChunkRange) -> ChunkRead:
+    def _read_on_live_connection(
+        self, chunk_id: int, chunk: ChunkRange, waiting: _XaWait
+    ) -> ChunkRead:
         if self.bulk is None:
             self.bulk = bulk_connect(self.source, self.driver)
         try:
-            return self._read(chunk_id, chunk)
+            return self._read(chunk_id, chunk, waiting)
         except Exception as exc:
             if is_transient(exc):
                 self._drop_bulk()
@@ -216,7 +267,7 @@ class ChunkReader:
                 self.bulk.close()
             self.bulk = None
 
-    def _read(self, chunk_id: int, chunk: ChunkRange) -> ChunkRead:
+    def _read(self, chunk_id: int, chunk: ChunkRange, waiting: _XaWait) -> ChunkRead:
         table, name = self.table, self.table.qualified
         log.debug("Snapshot step 1 - Determining low watermark for %s chunk %d", name, chunk_id)
         settled = None if self.exact_lw else _settled_offset(self.conn)
@@ -231,13 +282,15 @@ class ChunkReader:
         log.debug(
             "Snapshot step 2 - Read %d rows of %s chunk %d %s", len(raw), name, chunk_id, chunk
         )
+        # Pending now, after the read view: each is in the window, or spans LW (`_XaWait`).
+        prepared = prepared_xids(self.conn)
         # With its GTID position (MariaDB): a promoted replica must hold it (`lineage.locate`).
         hw = gtid_head(self.conn).on(self.lineage)
         log.debug("Snapshot step 3 - High watermark %s for %s chunk %d", hw, name, chunk_id)
-        if hw <= lw:
-            return ChunkRead(chunk_id, lw, hw, _columns(self.mappings, raw), 0)
         log.debug("Snapshot step 4 - Replaying (%s, %s] onto %s chunk %d", lw, hw, name, chunk_id)
-        changes = list(read_changes(self.source, self.server_id, [table], lw, hw))
+        hw, changes = self._window(lw, hw, prepared, waiting)
+        if not changes:
+            return ChunkRead(chunk_id, lw, hw, _columns(self.mappings, raw), 0)
         split, order = table.split_index, self.order
         if order is not None:
             order.prime(
@@ -264,6 +317,32 @@ class ChunkReader:
             for i, (m, column) in enumerate(zip(self.mappings, selected, strict=True))
         ]
         return ChunkRead(chunk_id, lw, hw, columns, len(changes))
+
+    def _window(
+        self, lw: BinlogOffset, hw: BinlogOffset, prepared: set[Xid], waiting: _XaWait
+    ) -> tuple[BinlogOffset, list[RowChange]]:
+        """The HW and the table's changes in (LW, HW], an XA transaction's at its commit.
+
+        `prepared` (XA RECOVER, read between the read view and HW) holding an XID the window
+        never saw prepared, or the window committing one, means a transaction prepared before
+        LW ended after it (`_XaAcross`). While an XA transaction of the table prepared in the
+        window is still pending at HW, HW moves on to the head, the window with it."""
+        xa = XaTransactions()
+        read = (
+            []
+            if hw <= lw
+            else list(read_changes(self.source, self.server_id, [self.table], lw, hw, xa=xa))
+        )
+        across = (prepared - xa.seen) | xa.orphans
+        if across:
+            raise _XaAcross(across)
+        while xa.touching():
+            waiting.pause(set(xa.touching()), "high watermark")
+            head = gtid_head(self.conn).on(self.lineage)
+            if head > hw:
+                read += read_changes(self.source, self.server_id, [self.table], hw, head, xa=xa)
+                hw = head
+        return hw, read
 
 
 def untouched_rows(

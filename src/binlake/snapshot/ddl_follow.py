@@ -74,7 +74,7 @@ class DdlWatch:
         self._stack = ExitStack()
         conn = self._stack.enter_context(connection(source))
         self._server = ServerSchemas(conn, dict(config.snapshot.split_keys))
-        self._capture = config.source.capture
+        self._capture = config.source.capture.under(self._server.names)
         self._history = history
         self._lock = threading.Lock()
 

@@ -7,10 +7,14 @@ the predicate holds), and each binlog change is judged on both its images. An up
 leaves the filter is a delete (of its before image), one whose row enters it is an insert, one
 outside before and after is dropped; a row the predicate cannot judge (NULL) is outside. Exact
 under racing writes for the same reason the snapshot is: every change after a chunk's high
-watermark reaches silver, now as what it does to the filtered table.
+watermark reaches silver, now as what it does to the filtered table. The filter names columns,
+and follows no rename: a DDL that drops or renames a column it reads stops the stream
+(`silver.schema_follow`, which asks `columns_read`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -63,17 +67,45 @@ def filtered_changes(typed: DataFrame, columns: T.StructType, predicate: str) ->
 
 def check_row_filters(spark: SparkSession, config: Config, tables: list[TableSchema]) -> None:
     """Refuse a predicate Spark cannot evaluate on its table's columns (a misspelt column, a
-    syntax error, a value of the wrong kind), before any work."""
+    syntax error, a value of the wrong kind, a column the table has lost), before any work."""
     for table in tables:
         predicate = config.source.row_filter_of(table.qualified)
         if predicate is None:
             continue
-        try:
-            # `.schema` asks for the analysis, which Spark Connect runs lazily.
-            _ = spark.createDataFrame([], spark_schema(table)).where(holds(predicate)).schema
-        except PySparkException as exc:
-            first = str(exc).strip().splitlines()[0]
+        refusal = _refusal(spark, spark_schema(table), predicate)
+        if refusal is not None:
             raise ConfigError(
                 f"source.row_filters of {table.qualified}: {predicate!r} is not a predicate on "
-                f"its columns ({first})"
-            ) from None
+                f"its columns ({refusal}). Renamed or dropped since? Name the columns it has "
+                "now (or drop the filter), then snapshot the table again under the new filter: "
+                f"`binlake snapshot --tables {table.name} --reset`"
+            )
+
+
+def columns_read(
+    spark: SparkSession, predicate: str, table: TableSchema, names: Iterable[str]
+) -> list[str]:
+    """Those of `names` (columns of `table`) that `predicate` reads: the ones without which
+    Spark's analysis of it fails. Spark's own resolution, not a parse of the text: a name in a
+    string literal, a function of the same name or a column of another case is judged as the
+    stream's filter judges it."""
+    schema = spark_schema(table)
+    return [
+        name for name in names
+        if _refusal(
+            spark,
+            T.StructType([f for f in schema.fields if f.name.lower() != name.lower()]),
+            predicate,
+        ) is not None
+    ]  # fmt: skip
+
+
+def _refusal(spark: SparkSession, columns: T.StructType, predicate: str) -> str | None:
+    """Why Spark cannot evaluate `predicate` on rows of `columns` (the first line of its
+    analysis error); None: it can."""
+    try:
+        # `.schema` asks for the analysis, which Spark Connect runs lazily.
+        _ = spark.createDataFrame([], columns).where(holds(predicate)).schema
+    except PySparkException as exc:
+        return str(exc).strip().splitlines()[0]
+    return None

@@ -52,9 +52,10 @@ from binlake.lake.stream_tables import StreamTables
 from binlake.model.changes import Row, RowChange, split_key_change
 from binlake.model.offsets import BinlogOffset, position_token
 from binlake.model.schema import TableSchema
-from binlake.mysql.batch_ranges import BatchBudget, bounded_end, read_splits
+from binlake.mysql.batch_ranges import BatchBudget, bounded_end, read_splits, settled_end
 from binlake.mysql.binlog import follow_changes
 from binlake.mysql.column_rules import lake_view, projection
+from binlake.mysql.commit_times import commit_times_at
 from binlake.mysql.connection import connection
 from binlake.mysql.ddl import short_statement
 from binlake.mysql.gtids import gtid_head, server_identity
@@ -157,9 +158,10 @@ class StreamSpec:
         4.0/4.1) and the spec's change bound (Spark passes a single read limit)."""
         return BatchBudget(self.source.capture, max_bytes, self.max_changes)
 
-    def plan(self, start: BinlogOffset, end: BinlogOffset) -> BinlogRange:
-        """The read of `(start, end]`: the job's tables with their schema histories, and the
-        floor at or below which each table's rows are already applied.
+    def plan(self, start: BinlogOffset, end: BinlogOffset, since: int = 0) -> BinlogRange:
+        """The read of `(start, end]`: the job's tables with their schema histories, the
+        floor at or below which each table's rows are already applied, and the commit time
+        reached at `start` (`since`, `commit_times`).
 
         Spark runs this in a Python process of its own, without a JVM: the files are read
         with `ArrowFiles`, every joined table's history before every batch, so they are read
@@ -172,14 +174,15 @@ class StreamSpec:
         floors = {t: since for t, since in joined.items() if since is not None}
         for table, marks in self.marks.items():
             floors[table] = max(floors.get(table, marks.min_hw), marks.min_hw)
-        return BinlogRange(start.file, start.pos, end.file, end.pos, entries, floors)
+        return BinlogRange(start.file, start.pos, end.file, end.pos, entries, floors, since=since)
 
     def reads(self, whole: BinlogRange) -> list[BinlogRange]:
         """`whole` (a micro-batch, a joining table's catch-up) as the reads Spark runs side by
         side: cut between transactions into reads of at least `bytes_per_read` bytes
         (`batch_ranges.read_splits`), one per server id of `read_ids` at most, or read whole. The
         reads together yield the changes the whole read would, with the same offsets: a
-        change's offset is its own row event's, wherever a read starts."""
+        change's offset is its own row event's, wherever a read starts, and its commit time
+        too: each read starts from the commit time reached at its start (`commit_times_at`)."""
         if len(self.read_ids) < 2:
             return [whole]
         start, end = whole.start, whole.end
@@ -187,9 +190,14 @@ class StreamSpec:
             self.source, self.server_id, start, end, len(self.read_ids), self.bytes_per_read
         )
         bounds = [start, *cuts, end]
+        since = [whole.since]
+        if cuts:
+            since += commit_times_at(self.source, self.server_id, start, whole.since, cuts)
         return [
-            whole.between(low, high, server_id)
-            for (low, high), server_id in zip(pairwise(bounds), self.read_ids, strict=False)
+            whole.between(low, high, server_id, reached)
+            for (low, high), server_id, reached in zip(
+                pairwise(bounds), self.read_ids, since, strict=False
+            )
         ]
 
 
@@ -204,6 +212,8 @@ class BinlogRange(InputPartition):
     #: The replica id this read connects with (None: the stream's own): reads of one batch
     #: run at once, and the source evicts a replica connection when another takes its id.
     server_id: int | None = None
+    #: The commit time reached at `start` (`commit_times`): no change read is stamped earlier.
+    since: int = 0
 
     @property
     def start(self) -> BinlogOffset:
@@ -213,11 +223,14 @@ class BinlogRange(InputPartition):
     def end(self) -> BinlogOffset:
         return BinlogOffset(self.end_file, self.end_pos)
 
-    def between(self, start: BinlogOffset, end: BinlogOffset, server_id: int) -> BinlogRange:
-        """The part `(start, end]` of this read, by replica id `server_id`."""
+    def between(
+        self, start: BinlogOffset, end: BinlogOffset, server_id: int, since: int
+    ) -> BinlogRange:
+        """The part `(start, end]` of this read, by replica id `server_id`, from the commit
+        time `since` reached at `start`."""
         return replace(
             self, start_file=start.file, start_pos=start.pos, end_file=end.file,
-            end_pos=end.pos, server_id=server_id,
+            end_pos=end.pos, server_id=server_id, since=since,
         )  # fmt: skip
 
     def in_force(self) -> dict[str, SchemaEntry]:
@@ -240,12 +253,17 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     call it bare, so the reader keeps where the last batch ended itself (`position`: the
     job's checkpoint offset at first, then each planned batch's end) and applies
     `stream.max_bytes_per_batch` on its own. Both bound a batch the same way, and both take
-    `stream.max_changes_per_batch` from the spec."""
+    `stream.max_changes_per_batch` from the spec.
+
+    An offset also holds the commit time reached there (`COMMIT_TIME`), found from the GTID
+    events' headers of the batch it ends: the next batch's reads start from it, so no change
+    is stamped earlier than one before it, across batches and restarts (the checkpoint holds
+    it). On Spark 4.0 and 4.1 a restarted query's first batch ends with its own range's."""
 
     def __init__(self, spec: StreamSpec) -> None:
         self.spec = spec
         self.target: BinlogOffset | None = None
-        self.position = spec.start
+        self.position, self.since = spec.start, 0
 
     def initialOffset(self) -> dict[str, Any]:
         return self.spec.start.to_dict()
@@ -270,9 +288,9 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, Any]:
         if start is None:  # Spark 4.0/4.1
-            position, max_bytes = self.position, self.spec.max_bytes
+            position, since, max_bytes = self.position, self.since, self.spec.max_bytes
         else:
-            position = self.spec.offset(start)
+            position, since = self.spec.offset(start), commit_time(start)
             max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
         head = self.target or self._head()
         if head < position:
@@ -281,11 +299,17 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.spec.stop is not None:
             head = min(head, self.spec.stop)
         if head <= position:
-            return position.to_dict()
+            return stream_offset(position, since)
         budget = self.spec.budget(max_bytes)
         if budget.max_bytes is not None or budget.max_changes is not None:
             head = bounded_end(self.spec.source, self.spec.server_id, position, head, budget)
-        return head.to_dict()
+        # Never between an XA transaction's prepare and its commit (`settled_end`).
+        source = self.spec.source
+        head = settled_end(source, self.spec.server_id, position, head, source.capture)
+        if head <= position:
+            return stream_offset(position, since)
+        (reached,) = commit_times_at(self.spec.source, self.spec.server_id, position, since, [head])
+        return stream_offset(head, reached)
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """The binlog head, for each batch's progress (`sources[].latestOffset`): how far the
@@ -294,10 +318,11 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = self.spec.offset(start), self.spec.offset(end)
-        self.position = max(self.position, last)
+        if last >= self.position:
+            self.position, self.since = last, commit_time(end)
         if last <= first:
             return []
-        return self.spec.reads(self.spec.plan(first, last))
+        return self.spec.reads(self.spec.plan(first, last, commit_time(start)))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BinlogRange)
@@ -307,19 +332,35 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to release: the binlog is re-readable until the source purges it."""
 
 
+#: The key of a stream offset holding the commit time reached there (epoch seconds).
+COMMIT_TIME = "commit_ts"
+
+
+def stream_offset(offset: BinlogOffset, since: int) -> dict[str, Any]:
+    """The stream's offset at `offset`, where the commit time reached is `since` (0: unknown,
+    left out, as in offsets written before commit times were kept)."""
+    return {**offset.to_dict(), COMMIT_TIME: since} if since else offset.to_dict()
+
+
+def commit_time(data: dict[str, Any]) -> int:
+    """The commit time reached at a stream offset Spark hands the reader (0: unknown)."""
+    return int(data.get(COMMIT_TIME, 0))
+
+
 def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBatch]:
     """The changes of `(start, end]` to apply, as Arrow batches in the change record's schema."""
     with connection(spec.source) as conn:
         spec.check_server(conn)
+        server = ServerSchemas(conn, spec.split_keys)
         tracker = SchemaTracker(
-            spec.source.capture,
+            spec.source.capture.under(server.names),
             partition.in_force(),
             partition.recorded,
-            ServerSchemas(conn, spec.split_keys),
+            server,
         )
         events = follow_changes(
             spec.source, partition.server_id or spec.server_id, tracker, partition.start,
-            partition.end, partition.floors,
+            partition.end, partition.floors, partition.since,
         )  # fmt: skip
         batches = ChangeBatches(spec.source)
         for block in _filtered_blocks(conn, spec, events):

@@ -7,7 +7,7 @@ import pytest
 
 from binlake.config.settings import parse_config
 from binlake.errors import ConfigError, SourceError
-from binlake.model.capture import Capture, table_matches
+from binlake.model.capture import Capture, TableNames, table_matches
 
 SERVER = [
     ("shop_1", "orders"),
@@ -87,3 +87,39 @@ def test_several_databases_need_their_tables_listed() -> None:
     )
     assert scd2.silver.history_of("eu.customers") == "scd2"
     assert scd2.silver.history_of("us.customers") == "latest"
+
+
+@pytest.mark.parametrize(
+    ("lower_case", "written", "key", "stored"),
+    [
+        (0, "Orders", "Orders", "Orders"),  # Linux's default: as written
+        (1, "Orders", "orders", "orders"),  # stored lower-case, compared so
+        (2, "Orders", "orders", "Orders"),  # stored as created, compared lower-cased
+    ],
+)
+def test_table_names_compare_as_the_server_compares_them(
+    lower_case: int, written: str, key: str, stored: str
+) -> None:
+    names = TableNames(lower_case)
+    assert (names.key(written), names.stored(written)) == (key, stored)
+    assert names.same("ORDERS", "orders") is (lower_case != 0)
+    assert names.matches("ORDERS", "orders") is (lower_case != 0)
+    # A regex is matched ignoring case, never lower-cased: `\D` is not `\d`.
+    assert names.matches(r"ORD\D+", "orders") is (lower_case != 0)
+    assert not names.matches(r"ORD\d+", "orders")
+
+
+def test_a_capture_under_lower_case_table_names_matches_any_spelling() -> None:
+    server = [("shop", "orders"), ("shop", "items"), ("shop_7", "orders")]
+    capture = Capture("Shop", ("Orders", "IT.*"))
+    with pytest.raises(SourceError, match="Orders does not exist"):
+        capture.select(server)  # case-sensitive: `Shop`.`Orders` is not `shop`.`orders`
+    folded = capture.under(TableNames(1))
+    assert folded.select(server) == [("shop", "orders"), ("shop", "items")]
+    assert folded.captures("SHOP", "ORDERS") and not folded.captures("shop_7", "orders")
+    assert folded.schemas == ["shop"]  # the binlog names the database as the server stores it
+    assert Capture("Shop", None).under(TableNames(2)).captures("SHOP", "anything")
+    assert Capture("Shop", None).under(TableNames(2)).schemas is None  # stored as created
+    assert not Capture("Shop", None).captures("shop", "anything")
+    several = Capture(None, (r"Shop_[0-9]+\.Orders",)).under(TableNames(1))
+    assert several.captures("shop_7", "orders") and not several.captures("shop_7", "orders2")

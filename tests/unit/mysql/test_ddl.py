@@ -272,6 +272,17 @@ def test_statements_that_change_no_table_are_none(statement: str) -> None:
             Ddl("alter", (t,), removes_rows="IMPORT PARTITION TABLESPACE"),
         ),
         ("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", alter()),
+        # Issue 68.9: versioning alone changes no current row; named period columns it adds
+        # are filled in every row with no row events.
+        ("ALTER TABLE t ADD SYSTEM VERSIONING", alter()),
+        ("ALTER TABLE t DROP SYSTEM VERSIONING", alter()),
+        (
+            "ALTER TABLE t ADD rs TIMESTAMP(6) GENERATED ALWAYS AS ROW START, ADD re TIMESTAMP(6) "
+            "GENERATED ALWAYS AS ROW END, ADD PERIOD FOR SYSTEM_TIME (rs, re), "
+            "ADD SYSTEM VERSIONING",
+            Ddl("alter", (t,), removes_rows="ADD PERIOD FOR SYSTEM_TIME"),
+        ),
+        ("ALTER TABLE t ADD PERIOD FOR p (s, e)", alter()),  # application time: no rows change
         (
             "ALTER TABLE t REORGANIZE PARTITION p0 INTO (PARTITION p0a VALUES LESS THAN (5))",
             alter(),

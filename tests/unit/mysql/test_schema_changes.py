@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import types as T
 
 from binlake.errors import SchemaChangeError
-from binlake.model.capture import Capture
+from binlake.model.capture import Capture, TableNames
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import Column, TableSchema
 from binlake.model.shadow_tables import is_shadow_name, is_shadow_of
@@ -454,3 +454,57 @@ def test_a_ddl_met_late_that_the_text_cannot_say_stops_before_it() -> None:
     )
     with pytest.raises(SchemaChangeError, match=r"again at .*:200 .*--tables t --reset"):
         list(tracker.on_statement("ALTER TABLE t CONVERT TO CHARACTER SET latin1", "db", _at(100)))
+
+
+def test_under_lower_case_table_names_1_a_ddl_in_any_case_changes_the_stored_table() -> None:
+    """Issue 68 item 7: the server stores `shop`.`orders` and compares names case-insensitively,
+    so each spelling below changes it; the change keeps the stored name (its lake paths)."""
+    orders = _sharded("orders", "shop")
+    wider = replace(orders, columns=(*orders.columns, _column("b")))
+    server = _Server(**{"shop.orders": wider})
+    capture = Capture("Shop", ("Orders", "fresh")).under(TableNames(1))
+    statements = [
+        ("TRUNCATE TABLE Orders", "shop", "truncate"),
+        ("ALTER TABLE `SHOP`.`ORDERS` ADD b INT", "", "alter"),
+        ("alter table Shop.Orders add b int", "other", "alter"),
+        ("DROP TABLE IF EXISTS x, ORDERS", "shop", "drop"),
+        ("DROP DATABASE `SHOP`", "", "drop"),
+    ]
+    for statement, default, kind in statements:
+        tracker = SchemaTracker(
+            capture, {"shop.orders": SchemaEntry(_at(1), orders)}, lambda t, o: None, server
+        )
+        [change] = tracker.on_statement(statement, default, _at(10))
+        assert (change.table, change.kind) == ("shop.orders", kind), statement
+        assert tracker.changed_by_dml("UPDATE ORDERS SET b = 1", "shop") == (
+            ["shop.orders"] if kind != "drop" else []
+        )
+    # Moved away under another spelling: the name is empty, a drop.
+    tracker = SchemaTracker(capture, {"shop.orders": SchemaEntry(_at(1), orders)},
+                            lambda t, o: None, server)  # fmt: skip
+    [moved] = tracker.on_statement("RENAME TABLE Orders TO Orders_2024", "shop", _at(10))
+    assert (moved.table, moved.kind) == ("shop.orders", "drop")
+    # A table created as `Fresh` is stored, and captured, as `fresh`.
+    fresh = _sharded("fresh", "shop")
+    tracker = SchemaTracker(capture, {}, lambda t, o: None, _Server(**{"shop.fresh": fresh}))
+    [created] = tracker.on_statement("CREATE TABLE Fresh (id INT)", "SHOP", _at(10))
+    assert (created.table, created.after) == ("shop.fresh", fresh)
+    # Where names compare as written (0), another spelling is another table.
+    tracker = SchemaTracker(Capture("shop", None), {"shop.orders": SchemaEntry(_at(1), orders)},
+                            lambda t, o: None, server)  # fmt: skip
+    assert list(tracker.on_statement("TRUNCATE TABLE Orders", "shop", _at(10))) == []
+
+
+def test_under_lower_case_table_names_2_the_table_keeps_the_spelling_it_was_created_with() -> None:
+    orders = _sharded("Orders", "Shop")
+    wider = replace(orders, columns=(*orders.columns, _column("b")))
+    server = _Server(**{"Shop.Orders": wider})
+    capture = Capture("shop", None).under(TableNames(2))
+    tracker = SchemaTracker(
+        capture, {"Shop.Orders": SchemaEntry(_at(1), orders)}, lambda t, o: None, server
+    )
+    [altered] = tracker.on_statement("ALTER TABLE shop.orders ADD b INT", "", _at(10))
+    assert (altered.table, altered.after) == ("Shop.Orders", wider)
+    assert server.reads == ["Orders"]  # the server asked by the stored spelling
+    [emptied] = tracker.on_statement("TRUNCATE ORDERS", "SHOP", _at(20))
+    assert (emptied.table, emptied.kind) == ("Shop.Orders", "truncate")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from binlake.model.capture import TableNames
 from binlake.model.offsets import BinlogOffset
 from binlake.mysql.schema_source import LoggedStatement
 
@@ -33,3 +34,23 @@ def test_a_later_statement_touches_the_table_it_names(
     statement: str, database: str, touches: bool
 ) -> None:
     assert _logged(statement, database).touches("shop", "items") is touches
+
+
+@pytest.mark.parametrize(
+    ("statement", "database", "lower_case", "touches"),
+    [
+        ("ALTER TABLE Items ADD x INT", "shop", 0, False),  # another table, as written
+        ("ALTER TABLE Items ADD x INT", "shop", 1, True),
+        ("ALTER TABLE `SHOP`.`ITEMS` ADD x INT", "", 1, True),
+        ("ALTER TABLE `SHOP`.`ITEMS` ADD x INT", "", 2, True),
+        ("ALTER TABLE Other.Items ADD x INT", "shop", 1, False),
+        ("RENAME TABLE _Items_New TO Items", "Shop", 1, True),  # a cut-over onto it
+        ("DROP DATABASE Shop", "", 1, True),
+        ("DROP DATABASE Shop", "", 0, False),
+    ],
+)
+def test_a_later_statement_touches_the_table_as_the_server_compares_names(
+    statement: str, database: str, lower_case: int, touches: bool
+) -> None:
+    logged = _logged(statement, database)
+    assert logged.touches("shop", "items", False, TableNames(lower_case)) is touches
