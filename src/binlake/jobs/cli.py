@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Exit code of an exception binlake did not anticipate (sysexits' EX_SOFTWARE): a bug.
 UNEXPECTED_EXIT = 70
+#: Exit code of a command stopped by Ctrl-C: the shell's for a process SIGINT ended.
+INTERRUPTED_EXIT = 130
 #: Commands whose source (and, for writers, lake root) is checked before Spark starts.
 _PREFLIGHT = {"snapshot", "stream", "run", "verify"}
 _WRITES_LAKE = {"snapshot", "stream", "run"}
@@ -63,6 +65,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = "" if args.verbose else " (run with -v for the traceback)"
         print(f"binlake: error: unexpected {type(exc).__name__}: {first}{hint}", file=sys.stderr)
         return UNEXPECTED_EXIT
+    except KeyboardInterrupt:
+        print(f"binlake: interrupted: {_interrupted(args.command)}", file=sys.stderr)
+        return INTERRUPTED_EXIT
+
+
+def _interrupted(command: str) -> str:
+    """What a command stopped by Ctrl-C leaves, and what to do next."""
+    if command in _WRITES_LAKE:
+        return (
+            f"{command} stopped; what it committed stays: run the same command again and it "
+            "resumes where it stopped"
+        )
+    return f"{command} stopped"
 
 
 def _job_pause(args: argparse.Namespace) -> StopHook | None:
@@ -101,7 +116,12 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
     from binlake.jobs import commands
 
     def spark() -> SparkSession:
-        return get_or_create(quiet=not args.verbose)
+        from binlake.runtime.interrupts import quiet_interrupts
+
+        session = get_or_create(quiet=not args.verbose)
+        if not args.verbose:
+            quiet_interrupts(session)
+        return session
 
     if args.command == "status":  # starts Spark only for a catalog's tables
         print(commands.status(config, spark, as_json=args.json))

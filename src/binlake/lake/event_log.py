@@ -350,6 +350,20 @@ def recording(
             on_stop(exc)
         handler.handle(_ended_by(job, exc))
         raise
+    except KeyboardInterrupt:
+        handler.handle(
+            log.makeRecord(
+                log.name,
+                logging.INFO,
+                __file__,
+                0,
+                "%s interrupted (Ctrl-C)",
+                (job,),
+                None,
+                extra=event("interrupted"),
+            )
+        )
+        raise
     finally:
         root.removeHandler(handler)
         root.setLevel(level)

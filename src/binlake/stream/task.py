@@ -8,6 +8,7 @@ checkpoint under `_system/checkpoints/<job>`, Spark resumes from it and the star
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -532,20 +533,30 @@ def _follow(
     failed snapshot, stops the query."""
     totals = [0, 0]
     seen: set[int] = set()
-    while query.isActive:
-        query.awaitTermination(min(max(int(stream.trigger_seconds), 1), 10))
-        _log_progress(query, seen, totals)
-        try:
+    try:
+        while query.isActive:
+            _await(query, min(max(stream.trigger_seconds, 1.0), 10.0))
+            _log_progress(query, seen, totals)
             lease.check()
             resnapshots.poll()
-        except Exception:
+    except BaseException:  # KeyboardInterrupt too: a query left running outlives its process
+        with contextlib.suppress(Exception):
             query.stop()
-            raise
+        raise
     _log_progress(query, seen, totals)
     failure = query.exception()
     if failure is not None:
         raise failure
     return totals[0], totals[1]
+
+
+def _await(query: StreamingQuery, seconds: float) -> None:
+    """Wait up to `seconds` for `query` to end, in Python between short polls rather than in
+    one gateway call, so that a Ctrl-C lands where `runtime.interrupts` can cancel Spark's
+    jobs at once."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and query.isActive:
+        time.sleep(0.2)
 
 
 def _input_rows(progress: dict[str, Any]) -> int:

@@ -1,0 +1,80 @@
+"""Ctrl-C, the usual way to stop a command run by hand: the command stops with one line that says
+what to do next and exit status 130 (the shell's for SIGINT), never pages of Spark's and Python's
+tracebacks, and the same command run again resumes where it stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlake.jobs import commands
+
+from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
+from .child_runs import write_config
+from .items import seed_items
+from .replay import ROOT, subprocess_env
+
+pytestmark = pytest.mark.integration
+
+#: Per command: its arguments, and the line (a prefix of a log message) it is interrupted after.
+COMMANDS = {
+    "snapshot": (["snapshot"], "snapshot: chunks "),
+    "stream": (["stream"], "stream batch "),
+}
+
+
+def _interrupted(config_file: Path, command: str, sql: Any) -> tuple[int, list[str]]:
+    """`binlake COMMAND` in a child process, sent SIGINT as a terminal's Ctrl-C sends it (to its
+    whole process group) once it logs its first line of progress; (its exit status, the stderr
+    lines it wrote after the signal)."""
+    args, progress = COMMANDS[command]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "binlake", *args, "--config", str(config_file)],
+        env=subprocess_env(), cwd=ROOT, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stderr is not None
+    deadline = time.monotonic() + 300
+    for line in child.stderr:
+        if command == "stream" and "starting at" in line:
+            sql("UPDATE items SET qty = qty + 1 WHERE id <= 20")  # a batch to log
+        if progress in line:
+            break
+        assert time.monotonic() < deadline, "no progress line"
+    else:
+        raise AssertionError(f"binlake {command} ended before its first progress line")
+    os.killpg(child.pid, signal.SIGINT)
+    after = child.stderr.read().splitlines()
+    return child.wait(timeout=120), after
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_ctrl_c_stops_with_one_line_and_the_rerun_resumes(
+    spark: Any, sql: Any, make_config: Any, tmp_path: Path, command: str
+) -> None:
+    """On the parent commit: exit 130 after 251 lines of tracebacks (snapshot) or 115 (a
+    continuous stream), and no word of what to do."""
+    seed_items(sql, 1000)
+    config = make_config(
+        snapshot={"chunk_size": 40, "parallelism": 1, "chunks_per_commit": 3},
+        stream={"trigger_interval": "1s"},
+    )
+    if command == "stream":
+        commands.snapshot(spark, config)
+    status, after = _interrupted(write_config(config, tmp_path / "binlake.yml"), command, sql)
+    assert status == 130, "\n".join(after[-40:])
+    assert len(after) <= 2, "\n".join(after)
+    assert after[-1].startswith(f"binlake: interrupted: {command} stopped"), after
+    assert "run the same command again" in after[-1]
+    commands.snapshot(spark, config)
+    sql("UPDATE items SET qty = qty + 2 WHERE id > 900")
+    commands.stream(spark, config, available_now=True)
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "items")
