@@ -1,15 +1,17 @@
 """The table lifecycle under a seeded random interleaving of what production does to it: tables
 created, truncated and dropped, a table added to the config, `--reset`, `snapshot`, a catch-up
 stream, a continuous stream, a batch holding a TRUNCATE crashed before its checkpoint commits,
-and `binlake` processes SIGKILLed at a random moment, with writers
-racing throughout. After every round the bundle's catch-up job runs (snapshot, then stream) and
-every captured table's silver must equal the source, each change once in its changelog.
+an XA transaction prepared across a snapshot's read and committed or rolled back during it, and
+`binlake` processes SIGKILLed at a random moment, with writers racing throughout. After every
+round the bundle's catch-up job runs (snapshot, then stream) and every captured table's silver
+must equal the source, each change once in its changelog.
 
 `make soak` runs every seed for `BINLAKE_TORTURE_ROUNDS` rounds (default 8): a random interleaving
 finds what no chosen sequence did, and each guarantee it checks has its own test of a chosen
 sequence in `make test` (kills at each point in test_faults, the lifecycle's steps in
-test_lifecycle and test_schema_changes). A seed that ever
-failed joins `SEEDS`, with the round it failed at in a comment.
+test_lifecycle and test_schema_changes, replays across DDL in test_ddl_replays, XA in
+test_xa_transactions). A seed that ever failed joins `SEEDS`, with the round it failed at in a
+comment.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +36,7 @@ from .assertions import assert_changelog_holds_each_change_once, assert_silver_i
 from .crash import crashed_at
 from .items import ITEMS, Racer, running_stream, seed_items
 from .replay import subprocess_env
+from .xa import PreparedXa
 
 pytestmark = pytest.mark.integration
 
@@ -127,6 +131,25 @@ class Lifecycle:
             self.sql(f"DROP TABLE `{name}`")
             self.tables.remove(name)
 
+    def xa_across_snapshot(self) -> None:
+        """An XA transaction prepared before a snapshot reads its table, committed or rolled
+        back while it reads: its rows land once committed, never once rolled back."""
+        table = self.rng.choice(self.tables)
+        how = self.rng.choice(["COMMIT", "ROLLBACK"])
+        changes = (
+            f"UPDATE `{table}` SET qty = qty + 1000 WHERE id % 7 = 0",
+            f"DELETE FROM `{table}` WHERE id % 11 = 0",
+            f"INSERT INTO `{table}` (id, name, qty, price) VALUES ({90_000 + self.created}, "
+            "'xa', 1, 1.50) ON DUPLICATE KEY UPDATE qty = qty + 1",
+        )
+        with PreparedXa(self.db_env, self.database, *changes) as xa:
+            ending = threading.Timer(self.rng.uniform(0.5, 5), xa.end, (how,))
+            ending.start()
+            try:
+                commands.snapshot(self.spark, self.config, [table], reset=True)
+            finally:
+                ending.join()
+
     def add_table(self) -> None:
         if "late" not in self.patterns:
             self.patterns.append("late")
@@ -165,7 +188,7 @@ class Lifecycle:
 
 ACTIONS = [
     "stream", "snapshot", "reset", "continuous", "killed_stream", "killed_snapshot", "create",
-    "truncate", "drop", "add_table", "truncate_in_killed_batch",
+    "truncate", "drop", "add_table", "truncate_in_killed_batch", "xa_across_snapshot",
 ]  # fmt: skip
 
 
