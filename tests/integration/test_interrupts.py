@@ -55,7 +55,12 @@ def _interrupted(config_file: Path, command: str, sql: Any) -> tuple[int, list[s
     return child.wait(timeout=120), after
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(
+    "command",
+    # The stream's case (an interrupt inside a gateway call; unit: tests/unit/runtime) runs
+    # in `make soak`: the snapshot's proves the same line and exit status in `make test`.
+    ["snapshot", pytest.param("stream", marks=pytest.mark.soak)],
+)
 def test_ctrl_c_stops_with_one_line_and_the_rerun_resumes(
     spark: Any, sql: Any, make_config: Any, tmp_path: Path, command: str
 ) -> None:

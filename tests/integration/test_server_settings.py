@@ -72,7 +72,7 @@ def test_snapshot_on_read_uncommitted_server_reads_committed_rows_only(
         "INSERT INTO t WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s "
         "WHERE n < 300) SELECT n, CONCAT('v', n) FROM s",
     )
-    config = make_private_config(server, "Shop", snapshot={"chunk_size": 100, "parallelism": 2})
+    config = make_private_config(server, "shop", snapshot={"chunk_size": 100, "parallelism": 2})
     # A transaction that is never committed, open for the whole snapshot: an insert past the
     # last chunk, updates in the first, deletes in the last.
     with connect(server.db_env, "shop") as dirty, dirty.cursor() as cur:

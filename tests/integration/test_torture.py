@@ -1,7 +1,8 @@
 """The table lifecycle under a seeded random interleaving of what production does to it: tables
 created, truncated and dropped, a table added to the config, `--reset`, `snapshot`, a catch-up
 stream, a continuous stream, a batch holding a TRUNCATE crashed before its checkpoint commits,
-an XA transaction prepared across a snapshot's read and committed or rolled back during it, and
+an XA transaction prepared across a snapshot's read and committed or rolled back during it, a
+`CREATE TABLE IF NOT EXISTS` during a reset, a catch-up killed in its own re-snapshot, and
 `binlake` processes SIGKILLed at a random moment, with writers racing throughout. After every
 round the bundle's catch-up job runs (snapshot, then stream) and every captured table's silver
 must equal the source, each change once in its changelog.
@@ -55,8 +56,8 @@ class Lifecycle:
     ) -> None:  # fmt: skip
         self.spark, self.sql, self.db_env, self.database = spark, sql, db_env, database
         self.make_config, self.tmp_path, self.rng = make_config, tmp_path, rng
-        self.patterns = ["items", "other", "new_[0-9]+"]
-        self.tables = ["items", "other", "new_0"]  # in the source and captured
+        self.patterns = ["items", "other", "parts", "new_[0-9]+"]
+        self.tables = ["items", "other", "parts", "new_0"]  # in the source and captured
         self.created = 0  # new_0 stays: `new_[0-9]+` must match a table
         self.config = self._config()
         self.racers: list[Racer] = []
@@ -150,6 +151,26 @@ class Lifecycle:
             finally:
                 ending.join()
 
+    def create_if_not_exists_in_reset(self) -> None:
+        """`CREATE TABLE IF NOT EXISTS` of a table while its `--reset` snapshot reads it (MySQL
+        logs it though the table exists; MariaDB does not)."""
+        table = self.rng.choice(self.tables)
+        statement = ITEMS.replace("CREATE TABLE items", f"CREATE TABLE IF NOT EXISTS `{table}`")
+        creating = threading.Timer(self.rng.uniform(0.5, 5), self.sql, (statement,))
+        creating.start()
+        try:
+            commands.snapshot(self.spark, self.config, [table], reset=True)
+        finally:
+            creating.join()
+
+    def killed_in_resnapshot(self) -> None:
+        """`parts` loses a partition's rows without row events: the catch-up that meets it sends
+        the table back to its snapshot, and dies once that snapshot is planned, before it reads
+        a chunk (if `parts` is in the stream now: else it joins later, by its own snapshot)."""
+        self.sql("ALTER TABLE parts TRUNCATE PARTITION p0")
+        with crashed_at("binlake.snapshot.task:read_and_commit", "before", 1, required=False):
+            commands.stream(self.spark, self.config, available_now=True)
+
     def add_table(self) -> None:
         if "late" not in self.patterns:
             self.patterns.append("late")
@@ -186,9 +207,16 @@ class Lifecycle:
                 assert_changelog_holds_each_change_once(self.spark, self.config, table)
 
 
+#: `parts`: `items` partitioned, so that a partition's rows can go without row events.
+PARTITIONS = (
+    " PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100),"
+    " PARTITION p1 VALUES LESS THAN MAXVALUE)"
+)
+
 ACTIONS = [
     "stream", "snapshot", "reset", "continuous", "killed_stream", "killed_snapshot", "create",
     "truncate", "drop", "add_table", "truncate_in_killed_batch", "xa_across_snapshot",
+    "create_if_not_exists_in_reset", "killed_in_resnapshot",
 ]  # fmt: skip
 
 
@@ -202,6 +230,8 @@ def test_lifecycle_torture(
     for name in ("late", "new_0"):
         sql(ITEMS.replace("items", name))
         sql(f"INSERT INTO `{name}` SELECT * FROM items")
+    sql(ITEMS.replace("items", "parts") + PARTITIONS)
+    sql("INSERT INTO parts SELECT * FROM items")
     life = Lifecycle(spark, sql, db_env, database, make_config, tmp_path, rng)
     commands.snapshot(spark, life.config)
     done: list[str] = []

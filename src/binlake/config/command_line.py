@@ -86,13 +86,7 @@ def _job_commands(commands: Any, verbosity: argparse.ArgumentParser) -> None:
         "locks, correct each with the binlog between its watermarks and write it to bronze. "
         "Resumable: a rerun skips the chunks the ledger records as finished.",
     )
-    snapshot.add_argument(
-        "--tables",
-        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
-        action="extend",
-        metavar="T[,T...]",
-        help="only these captured tables (repeatable or comma-separated)",
-    )
+    _tables_option(snapshot)
     snapshot.add_argument(
         "--reset",
         action="store_true",
@@ -141,13 +135,26 @@ def _report_commands(commands: Any, verbosity: argparse.ArgumentParser) -> None:
     status.add_argument(
         "--json", action="store_true", help="print one JSON object, for scripts and alerts"
     )
-    _command(
+    verify = _command(
         commands,
         verbosity,
         "verify",
         "compare silver with the source; exit 1 on a difference",
         "Compare every silver table with the source chunk by chunk (the source read without "
-        "locks) and name the keys that differ; exit 1 on a difference.",
+        "locks) and name the keys that differ, and whether the stream is behind; exit 1 on a "
+        "difference.",
+    )
+    _tables_option(verify)
+
+
+def _tables_option(command: argparse.ArgumentParser) -> None:
+    """`--tables`: the captured tables a command is limited to."""
+    command.add_argument(
+        "--tables",
+        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
+        action="extend",
+        metavar="T[,T...]",
+        help="only these captured tables (repeatable or comma-separated)",
     )
 
 

@@ -132,7 +132,7 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
     elif args.command == "run":
         commands.run(spark(), config, on_stop=pause)
     elif args.command == "verify":
-        return commands.verify(spark(), config)
+        return commands.verify(spark(), config, args.tables)
     return 0
 
 

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from binlake.config.settings import Config
-from binlake.jobs.status import gather_status, render_status
-from binlake.jobs.verify import render_report, verify_silver
+from binlake.jobs.status import gather_status, render_status, stream_lag
+from binlake.jobs.verify import lag_hint, render_report, verify_silver
 from binlake.lake.event_log import StopHook, recording
+from binlake.lake.files import driver_files
 from binlake.snapshot.task import SnapshotSummary, run_snapshot
 from binlake.stream.task import StreamSummary, run_stream
 
@@ -64,8 +65,12 @@ def status(config: Config, spark: Callable[[], SparkSession], as_json: bool = Fa
     return json.dumps(gathered.to_json()) if as_json else render_status(gathered)
 
 
-def verify(spark: SparkSession, config: Config) -> int:
-    """Compare silver with the source; print the report; 0 if identical, 1 otherwise."""
-    report = verify_silver(spark, config)
+def verify(spark: SparkSession, config: Config, tables: list[str] | None = None) -> int:
+    """Compare silver with the source (of `tables`, by `--tables`); print the report, and when
+    silver differs while the stream is behind, that the difference may be the lag; 0 if
+    identical, 1 otherwise."""
+    report = verify_silver(spark, config, tables)
     print(render_report(report))
+    if not report.identical:
+        print(lag_hint(stream_lag(driver_files(spark), config)))
     return 0 if report.identical else 1

@@ -12,8 +12,11 @@ difference by definition.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -22,6 +25,7 @@ from pyspark.sql import types as T
 
 from binlake.config.secrets import with_resolved_password
 from binlake.config.settings import Config, SourceConfig
+from binlake.jobs.status import StreamLag
 from binlake.lake.paths import ledger_path
 from binlake.lake.tables import column_name
 from binlake.model.schema import TableSchema
@@ -34,7 +38,19 @@ from binlake.snapshot.chunks import ChunkRange, chunk_of, decode_key, encode_key
 from binlake.snapshot.ledger import ChunkState, Ledger
 from binlake.snapshot.planner import key_order
 from binlake.snapshot.row_filters import check_row_filters
-from binlake.snapshot.task import read_chunks
+from binlake.snapshot.task import chosen_tables, read_chunks
+
+log = logging.getLogger(__name__)
+
+
+#: Keys named per differing chunk: enough to look at, few enough to read.
+KEYS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class KeyDifference:
+    key: tuple[Any, ...]
+    how: str  # "only in the source", "only in silver", "values differ"
 
 
 @dataclass(frozen=True)
@@ -44,72 +60,153 @@ class ChunkDifference:
     range: ChunkRange
     source_rows: int
     silver_rows: int
+    keys: tuple[KeyDifference, ...] = ()
 
 
 @dataclass(frozen=True)
 class VerifyReport:
     tables: dict[str, tuple[int, int]]  # table → (source rows, silver rows)
     differences: list[ChunkDifference]
+    key_columns: dict[str, tuple[str, ...]]  # table → its key's columns, for the key lines
 
     @property
     def identical(self) -> bool:
         return not self.differences
 
 
+def _hashes(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+    return rows.select("*", F.xxhash64(*[F.col(column_name(c)) for c in columns]).alias("_h"))
+
+
 def _digest(rows: DataFrame, columns: tuple[str, ...]) -> DataFrame:
-    hashed = rows.select(
-        "_chunk_id", F.xxhash64(*[F.col(column_name(c)) for c in columns]).alias("_h")
-    )
-    return hashed.groupBy("_chunk_id").agg(
-        F.count(F.lit(1)).alias("rows"), F.sum(F.col("_h").cast("decimal(38,0)")).alias("checksum")
+    return (
+        _hashes(rows, columns)
+        .groupBy("_chunk_id")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(F.col("_h").cast("decimal(38,0)")).alias("checksum"),
+        )
     )
 
 
-def verify_silver(spark: SparkSession, config: Config) -> VerifyReport:
+def verify_silver(
+    spark: SparkSession, config: Config, only: list[str] | None = None
+) -> VerifyReport:
+    """Silver against the source for the captured tables (those `only` names, by `--tables`)."""
     source = with_resolved_password(config.source)
     with connection(source) as conn:
-        tables = validate(conn, config)
+        tables = chosen_tables(validate(conn, config), only)
     check_row_filters(spark, config, tables)
     ledger = Ledger(spark, ledger_path(config))
     totals: dict[str, tuple[int, int]] = {}
     differences: list[ChunkDifference] = []
     for table in tables:
+        started = time.monotonic()
         chunks = ledger.chunks(table.qualified) or [
             ChunkState(table.qualified, 0, table.split_column, ChunkRange.all())
         ]
-        rows, _ = read_chunks(spark, config, source, table, chunks)
-        landed = lake_view(config.source, table)  # ruled columns: hashed on both sides alike
-        source_digest = {r["_chunk_id"]: r for r in _digest(rows, landed.column_names).collect()}
-        silver = _assign_chunks(
-            live_rows(silver_table(config, table).read(spark), config, table.qualified),
-            source,
-            landed,
-            chunks,
+        totals[table.qualified], found = _compare_table(spark, config, source, table, chunks)
+        differences += found
+        log.info(
+            "verify: %s: %d chunks compared in %.1f s, %s",
+            table.qualified, len(chunks), time.monotonic() - started,
+            f"{len(found)} differ" if found else "identical",
+        )  # fmt: skip
+    keys = {t.qualified: lake_view(config.source, t).key for t in tables}
+    return VerifyReport(totals, differences, keys)
+
+
+def _compare_table(
+    spark: SparkSession,
+    config: Config,
+    source: SourceConfig,
+    table: TableSchema,
+    chunks: list[ChunkState],
+) -> tuple[tuple[int, int], list[ChunkDifference]]:
+    """(source rows, silver rows) of `table`, and its chunks that differ, each with the first
+    keys that do."""
+    rows, _ = read_chunks(spark, config, source, table, chunks)
+    landed = lake_view(config.source, table)  # ruled columns: hashed on both sides alike
+    source_digest = {r["_chunk_id"]: r for r in _digest(rows, landed.column_names).collect()}
+    silver = _silver_in_chunks(spark, config, source, table, chunks)
+    silver_digest = {r["_chunk_id"]: r for r in _digest(silver, landed.column_names).collect()}
+    differing = [
+        c for c in chunks
+        if not _same(source_digest.get(c.chunk_id), silver_digest.get(c.chunk_id))
+    ]  # fmt: skip
+    keys = _differing_keys(spark, config, source, table, differing, silver)
+    found = [
+        ChunkDifference(
+            table.qualified,
+            c.chunk_id,
+            c.range,
+            _rows(source_digest.get(c.chunk_id)),
+            _rows(silver_digest.get(c.chunk_id)),
+            keys.get(c.chunk_id, ()),
         )
-        silver_digest = {r["_chunk_id"]: r for r in _digest(silver, landed.column_names).collect()}
-        for chunk in chunks:
-            ours, theirs = source_digest.get(chunk.chunk_id), silver_digest.get(chunk.chunk_id)
-            if _same(ours, theirs):
-                continue
-            differences.append(
-                ChunkDifference(
-                    table.qualified,
-                    chunk.chunk_id,
-                    chunk.range,
-                    ours["rows"] if ours else 0,
-                    theirs["rows"] if theirs else 0,
-                )
-            )
-        unplaced = silver_digest.get(-1)
-        if unplaced is not None:
-            differences.append(
-                ChunkDifference(table.qualified, -1, ChunkRange.all(), 0, unplaced["rows"])
-            )
-        totals[table.qualified] = (
-            sum(r["rows"] for r in source_digest.values()),
-            sum(r["rows"] for r in silver_digest.values()),
-        )
-    return VerifyReport(totals, differences)
+        for c in differing
+    ]
+    unplaced = silver_digest.get(-1)
+    if unplaced is not None:
+        found.append(ChunkDifference(table.qualified, -1, ChunkRange.all(), 0, unplaced["rows"]))
+    totals = (
+        sum(r["rows"] for r in source_digest.values()),
+        sum(r["rows"] for r in silver_digest.values()),
+    )
+    return totals, found
+
+
+def _rows(digest: Row | None) -> int:
+    return int(digest["rows"]) if digest else 0
+
+
+def _silver_in_chunks(
+    spark: SparkSession,
+    config: Config,
+    source: SourceConfig,
+    table: TableSchema,
+    chunks: list[ChunkState],
+) -> DataFrame:
+    live = live_rows(silver_table(config, table).read(spark), config, table.qualified)
+    return _assign_chunks(live, source, lake_view(config.source, table), chunks)
+
+
+def _differing_keys(
+    spark: SparkSession,
+    config: Config,
+    source: SourceConfig,
+    table: TableSchema,
+    differing: list[ChunkState],
+    silver: DataFrame,
+) -> dict[int, tuple[KeyDifference, ...]]:
+    """Per differing chunk, its first `KEYS_SHOWN` keys whose rows differ: the chunks read from
+    the source again (only those), joined with silver's rows of them by key."""
+    if not differing:
+        return {}
+    landed = lake_view(config.source, table)
+    names = list(landed.key)
+    key = [F.col(column_name(k)) for k in names]
+    ids = [c.chunk_id for c in differing]
+    ours = _hashes(read_chunks(spark, config, source, table, differing)[0], landed.column_names)
+    theirs = _hashes(silver.where(F.col("_chunk_id").isin(ids)), landed.column_names)
+    joined = (
+        ours.select(*key, "_chunk_id", F.col("_h").alias("_source"))
+        .join(theirs.select(*key, F.col("_chunk_id").alias("_in"), F.col("_h").alias("_silver")),
+              on=names, how="full_outer")
+        .where(~F.col("_source").eqNullSafe(F.col("_silver")))
+        .select(*key, F.coalesce("_chunk_id", "_in").alias("_chunk"), "_source", "_silver")
+    )  # fmt: skip
+    found: dict[int, list[KeyDifference]] = {}
+    for row in joined.limit(KEYS_SHOWN * len(ids)).collect():
+        how = (
+            "only in silver" if row["_source"] is None
+            else "only in the source" if row["_silver"] is None
+            else "values differ"
+        )  # fmt: skip
+        shown = found.setdefault(row["_chunk"], [])
+        if len(shown) < KEYS_SHOWN:
+            shown.append(KeyDifference(tuple(row[k] for k in landed.key), how))
+    return {chunk: tuple(keys) for chunk, keys in found.items()}
 
 
 def _same(ours: Row | None, theirs: Row | None) -> bool:
@@ -155,6 +252,27 @@ def _assign_chunks(
     return data.mapInArrow(assign, schema)
 
 
+def lag_hint(lag: StreamLag | None) -> str:
+    """What a difference means, given where the stream stands (`status.stream_lag`)."""
+    if lag is None:
+        return (
+            "the stream has applied no batch yet: silver holds the snapshot alone. Run "
+            "`binlake stream --available-now`, then verify again"
+        )
+    if lag.lag_bytes:
+        return (
+            f"the stream {lag.job} is {lag.lag_bytes:,} binlog bytes behind the source (at "
+            f"{lag.offset}, head {lag.head}): a difference may be a change it has not applied "
+            "yet. Let it catch up (`binlake stream --available-now`), then verify again; a "
+            "difference that stays calls for `binlake snapshot --tables T --reset`"
+        )
+    return (
+        "the stream has caught up with the source: a row written during the comparison differs "
+        "by definition (verify again); a difference that stays calls for "
+        "`binlake snapshot --tables T --reset` of its table"
+    )
+
+
 def render_report(report: VerifyReport) -> str:
     lines = [f"{'table':<32} {'source rows':>12} {'silver rows':>12}  result"]
     failed = {d.table for d in report.differences}
@@ -167,4 +285,8 @@ def render_report(report: VerifyReport) -> str:
             f"  {d.table} {where}: source {d.source_rows} rows, silver {d.silver_rows} rows "
             "(counts or checksums differ)"
         )
+        columns = report.key_columns.get(d.table, ())
+        for k in d.keys:
+            named = ", ".join(f"{c}={v!r}" for c, v in zip(columns, k.key, strict=True))
+            lines.append(f"    key ({named}): {k.how}")
     return "\n".join(lines)
