@@ -12,7 +12,7 @@ DB_ENV = eval "$$(scripts/db.sh env)"
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: $(VENV)/.installed .cache/.delta-jars .cache/.class-archive .cache/lts-runtime/.installed /usr/sbin/mariadbd /usr/bin/pt-online-schema-change ## Virtualenv, MariaDB server, Percona Toolkit (tests), Delta jars, the LTS runtime (tests)
+setup: .cache/.java $(VENV)/.installed .cache/.delta-jars .cache/.class-archive .cache/lts-runtime/.installed /usr/sbin/mariadbd /usr/bin/pt-online-schema-change ## Java 17 if missing, virtualenv, MariaDB server, Percona Toolkit (tests), Delta jars, the LTS runtime (tests)
 
 $(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 	python3 -m venv $(VENV)
@@ -30,7 +30,19 @@ $(VENV)/.installed: pyproject.toml /usr/include/mariadb/mysql.h
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq percona-toolkit >/dev/null
 
-.cache/.delta-jars: $(VENV)/.installed
+# Spark needs Java 17 or later: Debian's headless JRE is installed when no `java` answers, or
+# when the one on the PATH is older.
+.cache/.java:
+	@mkdir -p .cache
+	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then \
+		echo "installing Java 17 (openjdk-17-jre-headless)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			openjdk-17-jre-headless >/dev/null; \
+	fi
+	@java -version 2>&1 | head -1
+	touch $@
+
+.cache/.delta-jars: .cache/.java $(VENV)/.installed
 	$(PY) -m binlake.runtime.spark  # resolves Delta's jars from Maven Central into .cache/ivy
 	touch $@
 

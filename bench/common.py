@@ -104,7 +104,7 @@ class Bench:
         self.update_rate = float(os.environ.get("BENCH_UPDATE_RATE", "500"))
         self.markers = env_int("BENCH_LATENCY_MARKERS", 30)
         self.trigger = os.environ.get("BENCH_TRIGGER", "1s")
-        self.port = int(os.environ.get("BINLAKE_SOURCE_PORT", "13306"))
+        self.port = int(os.environ.get("BINLAKE_DB_PORT", "13306"))
         self.password = os.environ.get("BINLAKE_SOURCE_PASSWORD")
         if self.password is None:
             sys.exit('BINLAKE_SOURCE_PASSWORD is not set: run eval "$(scripts/db.sh env)" first')

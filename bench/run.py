@@ -24,7 +24,7 @@ BENCH_INSERT_MERGE_KEYS (1,1000: inserts per batch, in turn), BENCH_CODEGEN
 BENCH_SILVER_FILE_ROWS (`file_sizes.SILVER_FILE_ROWS` for the run),
 BENCH_DRIFT_BATCHES (60), BENCH_DRIFT_KEYS (3: keys per batch), BENCH_HISTORY_DELAYS_MS
 (5,20), BENCH_HISTORY_ROUNDS (5), BENCH_TAG (suffix of the
-result files), BINLAKE_SOURCE_PORT / BINLAKE_SOURCE_PASSWORD (from
+result files), BINLAKE_DB_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 
 The scenarios live in their own modules (`bench.snapshot`, `bench.stream`, `bench.latency`,

@@ -45,7 +45,7 @@ def say(message: str) -> None:
 
 def connect(database: str | None = None) -> pymysql.Connection:
     return pymysql.connect(
-        host="127.0.0.1", port=int(os.environ["BINLAKE_SOURCE_PORT"]), user="binlake",
+        host="127.0.0.1", port=int(os.environ["BINLAKE_DB_PORT"]), user="binlake",
         password=os.environ["BINLAKE_SOURCE_PASSWORD"], database=database, autocommit=True,
     )  # fmt: skip
 
@@ -142,7 +142,7 @@ def main() -> int:
     lake = WORK / "lake"
     subprocess.run(["rm", "-rf", str(lake)], check=True)
     config = {
-        "source": {"port": int(os.environ["BINLAKE_SOURCE_PORT"]), "database": DATABASE,
+        "source": {"port": int(os.environ["BINLAKE_DB_PORT"]), "database": DATABASE,
                    "server_id_range": [7800, 7804]},
         "snapshot": {"chunk_size": 4000, "parallelism": 2},
         "lake": {"root": str(lake)},

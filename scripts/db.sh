@@ -3,7 +3,9 @@
 # ROW binlog with full row images. Never touches a server the machine happens to run.
 #   scripts/db.sh up      start (initialising the data dir and the binlake user once)
 #   scripts/db.sh down    stop it by its own PID
-#   scripts/db.sh env     print `export ...` lines for the demo config
+#   scripts/db.sh env     print `export ...` of its port (BINLAKE_DB_PORT, which `up` read) and
+#                         the binlake user's password (BINLAKE_SOURCE_PASSWORD, the demo config's
+#                         source.password_env)
 # BINLAKE_DB_DIR and BINLAKE_DB_PORT place another server; BINLAKE_DB_SETTINGS (my.cnf lines,
 # `name=value` one a line) follow the defaults below and so override them: the tests' throwaway
 # servers (tests/integration/servers.py) are this script with other settings.
@@ -92,7 +94,7 @@ down() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  env) echo "export BINLAKE_SOURCE_PORT=$port BINLAKE_SOURCE_PASSWORD=$(cat "$dir/password")" ;;
+  env) echo "export BINLAKE_DB_PORT=$port BINLAKE_SOURCE_PASSWORD=$(cat "$dir/password")" ;;
   sql) shift; admin "$@" ;;
   *) echo "usage: $0 up|down|env|sql" >&2; exit 2 ;;
 esac

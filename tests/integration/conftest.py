@@ -88,7 +88,7 @@ def make_config(db_env: dict[str, str], database: str, tmp_path: Path) -> Callab
 
     def build(**sections: dict[str, Any]) -> Any:
         source = {
-            "port": int(db_env["BINLAKE_SOURCE_PORT"]),
+            "port": int(db_env["BINLAKE_DB_PORT"]),
             "password_env": "BINLAKE_SOURCE_PASSWORD",
             "database": database,
         }

@@ -33,7 +33,7 @@ def pt_online_schema_change(
     options = tmp / "pt.cnf"
     options.write_text(f"[client]\nuser=binlake\npassword={db_env['BINLAKE_SOURCE_PASSWORD']}\n")
     options.chmod(0o600)
-    dsn = f"F={options},h=127.0.0.1,P={db_env['BINLAKE_SOURCE_PORT']},D={database},t=items"
+    dsn = f"F={options},h=127.0.0.1,P={db_env['BINLAKE_DB_PORT']},D={database},t=items"
     done = subprocess.run(
         [tool, "--alter", alter, "--execute", "--recursion-method=none", "--chunk-size=200",
          "--no-check-unique-key-change", "--no-check-alter", "--set-vars=lock_wait_timeout=10",

@@ -61,7 +61,7 @@ def commit_ends(
     stream = BinLogStreamReader(
         connection_settings={
             "host": "127.0.0.1",
-            "port": int(db_env["BINLAKE_SOURCE_PORT"]),
+            "port": int(db_env["BINLAKE_DB_PORT"]),
             "user": "binlake",
             "password": db_env["BINLAKE_SOURCE_PASSWORD"],
         },
@@ -84,7 +84,7 @@ def commit_ends(
 def connect(db_env: dict[str, str], database: str | None = None) -> pymysql.Connection:
     return pymysql.connect(
         host="127.0.0.1",
-        port=int(db_env["BINLAKE_SOURCE_PORT"]),
+        port=int(db_env["BINLAKE_DB_PORT"]),
         user="binlake",
         password=db_env["BINLAKE_SOURCE_PASSWORD"],
         database=database,
@@ -206,7 +206,7 @@ def read_binlog(
     stream = BinLogStreamReader(
         connection_settings={
             "host": "127.0.0.1",
-            "port": int(db_env["BINLAKE_SOURCE_PORT"]),
+            "port": int(db_env["BINLAKE_DB_PORT"]),
             "user": "binlake",
             "passwd": db_env["BINLAKE_SOURCE_PASSWORD"],
             "charset": "utf8mb4",

@@ -39,7 +39,7 @@ class PrivateServer:
     @property
     def db_env(self) -> dict[str, str]:
         """Shaped like conftest's `db_env`, so replay.connect and the oracle reach this server."""
-        return {"BINLAKE_SOURCE_PORT": str(self.port), "BINLAKE_SOURCE_PASSWORD": self.password}
+        return {"BINLAKE_DB_PORT": str(self.port), "BINLAKE_SOURCE_PASSWORD": self.password}
 
     @property
     def error_log(self) -> str:

@@ -358,3 +358,34 @@ def test_status_reads_the_lake_without_starting_spark(
     assert (stream["job"], stream["lag_bytes"], stream["lag_seconds"]) == ("silver", 0, 0.0)
     assert stream["offset"].startswith("mysql-bin.") and stream["offset"] == stream["head"]
     assert stream["binlog_expiry_seconds"] is None  # the project's server never purges
+
+
+@pytest.mark.parametrize("command", ["status", "verify"])
+def test_a_lake_root_that_is_a_file_is_refused_by_the_reading_commands(
+    command: str, db_env: dict[str, str], make_config: Callable[..., Any], tmp_path: Path
+) -> None:
+    """`status` and `verify` only read the lake, and still say in one line that lake.root
+    names a file (before: exit 70, "unexpected NotADirectoryError")."""
+    (tmp_path / "afile").write_text("not a lake")
+    raw = _raw_config(make_config(), {"lake": {"root": str(tmp_path / "afile")}})
+
+    outcome = run_cli(tmp_path, raw, [command])
+
+    words = ["lake.root", "afile' is a file", "not a directory"]
+    assert_refused_cleanly(outcome, 5, words, db_env["BINLAKE_SOURCE_PASSWORD"])
+
+
+def test_status_of_an_empty_lake_names_where_it_looked(
+    sql: Callable[..., Any], make_config: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A mistyped lake.root reads as "no snapshot yet": the line shows the ledger's path, so
+    the typo is visible."""
+    sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    mistyped = tmp_path / "lakehuose"
+    outcome = run_cli(
+        tmp_path, _raw_config(make_config(), {"lake": {"root": str(mistyped)}}), ["status"]
+    )
+
+    assert outcome.code == 0 and not outcome.jvm_started, outcome.stderr
+    assert "no snapshot yet" in outcome.stdout
+    assert f"ledger at {mistyped}/_system/chunks" in outcome.stdout, outcome.stdout

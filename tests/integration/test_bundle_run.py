@@ -57,7 +57,7 @@ def test_bundle_jobs_snapshot_catch_up_and_stream_locally(
         ROOT,
         "local",
         {
-            "source_port": db_env["BINLAKE_SOURCE_PORT"],
+            "source_port": db_env["BINLAKE_DB_PORT"],
             "source_database": database,
             "source_server_id_range": f"[{first_id}, {first_id + 9}]",
             "snapshot_chunk_size": "40",

@@ -19,7 +19,7 @@ from binlake.jobs import commands
 from .assertions import assert_changelog_holds_each_change_once, assert_silver_is_source
 from .child_runs import write_config
 from .items import seed_items
-from .replay import ROOT, subprocess_env
+from .replay import subprocess_env
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def _interrupted(config_file: Path, command: str, sql: Any) -> tuple[int, list[s
     args, progress = COMMANDS[command]
     child = subprocess.Popen(
         [sys.executable, "-m", "binlake", *args, "--config", str(config_file)],
-        env=subprocess_env(), cwd=ROOT, start_new_session=True,
+        env=subprocess_env(), cwd=config_file.parent, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert child.stderr is not None
@@ -78,6 +78,7 @@ def test_ctrl_c_stops_with_one_line_and_the_rerun_resumes(
     assert len(after) <= 2, "\n".join(after)
     assert after[-1].startswith(f"binlake: interrupted: {command} stopped"), after
     assert "run the same command again" in after[-1]
+    assert not (tmp_path / "spark-warehouse").exists(), "a warehouse left where the command ran"
     commands.snapshot(spark, config)
     sql("UPDATE items SET qty = qty + 2 WHERE id > 900")
     commands.stream(spark, config, available_now=True)

@@ -50,7 +50,7 @@ def test_private_server_has_its_settings_and_leaves_the_shared_one_alone(
     db_env: dict[str, str], private_mariadb: Any
 ) -> None:
     server = private_mariadb({"transaction-isolation": "READ-UNCOMMITTED", "skip-log-bin": ""})
-    assert server.port != int(db_env["BINLAKE_SOURCE_PORT"])
+    assert server.port != int(db_env["BINLAKE_DB_PORT"])
     assert _global(server.db_env, "tx_isolation") == "READ-UNCOMMITTED"
     assert _global(server.db_env, "log_bin") == 0
     assert _global(db_env, "tx_isolation") == "REPEATABLE-READ"

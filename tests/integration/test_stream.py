@@ -147,7 +147,7 @@ def with_cursor(sql: Any, action: Callable[[Any], Any]) -> None:
 
 def _db_env() -> dict[str, str]:
     return {
-        "BINLAKE_SOURCE_PORT": os.environ["BINLAKE_SOURCE_PORT"],
+        "BINLAKE_DB_PORT": os.environ["BINLAKE_DB_PORT"],
         "BINLAKE_SOURCE_PASSWORD": os.environ["BINLAKE_SOURCE_PASSWORD"],
     }
 

@@ -107,8 +107,9 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
         stream_id = config.stream_server_id if args.command == "stream" else None
         preflight(config, args.command in _WRITES_LAKE, getattr(args, "tables", None), stream_id)
     elif args.command == "status":
-        from binlake.jobs.preflight import check_reachable
+        from binlake.jobs.preflight import check_lake_root, check_reachable
 
+        check_lake_root(config.lake)
         check_reachable(config.source)
     from binlake.runtime.spark import check_spark_version, get_or_create
 
@@ -116,9 +117,13 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
     from binlake.jobs import commands
 
     def spark() -> SparkSession:
+        from binlake.lake.paths import system_path
         from binlake.runtime.interrupts import quiet_interrupts
 
-        session = get_or_create(quiet=not args.verbose)
+        # The session catalog's warehouse inside the lake, not a `spark-warehouse/` left in
+        # whatever directory the command ran from.
+        warehouse = system_path(config, "warehouse")
+        session = get_or_create(quiet=not args.verbose, warehouse_dir=warehouse)
         if not args.verbose:
             quiet_interrupts(session)
         return session

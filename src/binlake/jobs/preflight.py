@@ -32,6 +32,8 @@ def preflight(
     the job's own first binlog reader (`validation.validate`)."""
     if writes_lake:
         check_lake(config)
+    else:
+        check_lake_root(config.lake)
     # No waiting for a source that was never reached: that is a wrong host, port or password.
     with connection(config.source, wait=False) as conn:
         tables = validate(conn, config, server_id)
@@ -59,18 +61,18 @@ def check_lake(config: Config) -> None:
         config.lake.catalog_schema("silver", config.source.database)
 
 
-def check_lake_writable(lake: LakeConfig) -> None:
-    """A local lake root (a path or a `file:` URI) must be a directory binlake can create files
-    in (or create). Probed with a temporary file in the root, or in its nearest existing parent,
-    which is removed again: a refused start leaves the lake as it was. Other URIs (s3://,
-    abfss://, dbfs:/) are the runtime's to check: only Spark reaches them with the cluster's
-    credentials.
-    """
+def check_lake_root(lake: LakeConfig) -> tuple[Path, Path] | None:
+    """A local lake root (a path or a `file:` URI) is a directory or a path where one can be
+    created: what the commands that only read the lake (`status`, `verify`) check too, so a
+    root that names a file ends in one line instead of a file-system error from deep inside a
+    read. Returns the root and the nearest existing directory at or above it; None for other
+    URIs (s3://, abfss://, dbfs:/), which only the runtime reaches with the cluster's
+    credentials."""
     from binlake.lake.files import local_path  # pulls in pyarrow: only when it is needed
 
     local = local_path(lake.root)
     if local is None:
-        return
+        return None
     root = Path(local).absolute()
     existing = next(p for p in (root, *root.parents) if p.exists())
     if not existing.is_dir():
@@ -79,6 +81,20 @@ def check_lake_writable(lake: LakeConfig) -> None:
             f"lake.root {str(root)!r} {where}, not a directory: point lake.root at a directory "
             "(or a path where one can be created)"
         )
+    return root, existing
+
+
+def check_lake_writable(lake: LakeConfig) -> None:
+    """A local lake root (a path or a `file:` URI) must be a directory binlake can create files
+    in (or create). Probed with a temporary file in the root, or in its nearest existing parent,
+    which is removed again: a refused start leaves the lake as it was. Other URIs (s3://,
+    abfss://, dbfs:/) are the runtime's to check: only Spark reaches them with the cluster's
+    credentials.
+    """
+    found = check_lake_root(lake)
+    if found is None:
+        return
+    root, existing = found
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".binlake-probe-"):
             pass

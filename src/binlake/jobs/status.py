@@ -41,7 +41,7 @@ from binlake.mysql.retention import duration, expiry_seconds
 from binlake.mysql.server import binlog_sizes, current_offset
 from binlake.silver.merge import keeps_history, live_rows
 from binlake.silver.routes import member_of, silver_name
-from binlake.snapshot.ledger import ChunkState, current_chunks
+from binlake.snapshot.chunk_states import ChunkState, read_chunks
 from binlake.stream.task import checkpoint_offset
 
 
@@ -85,15 +85,6 @@ def stream_lag(files: LakeFiles, config: Config) -> StreamLag | None:
     last = files.modified(join(commits, str(newest))) if newest is not None else None
     seconds = 0.0 if behind == 0 or last is None else time.time() - last
     return StreamLag(config.stream.job_name, str(offset), str(head), behind, seconds, expiry)
-
-
-def ledger_chunks(path: str) -> list[ChunkState]:
-    """Every chunk the ledger at `path` records (none before the first snapshot)."""
-    try:
-        rows = DeltaTable(path).to_pyarrow_table().to_pylist()
-    except TableNotFoundError:
-        return []
-    return current_chunks(rows)
 
 
 def _silver_rows(
@@ -168,18 +159,21 @@ class TableStatus:
 class Status:
     tables: list[TableStatus]
     stream: StreamLag | None  # None before the stream's first batch
+    ledger: str  # where the ledger was looked for: a mistyped lake.root shows here
 
     def to_json(self) -> dict[str, Any]:
         """For scripts and alerts (`binlake status --json`)."""
         tables = [{**asdict(t), "snapshot": t.snapshot} for t in self.tables]
-        return {"tables": tables, "stream": asdict(self.stream) if self.stream else None}
+        stream = asdict(self.stream) if self.stream else None
+        return {"tables": tables, "stream": stream, "ledger": self.ledger}
 
 
 def gather_status(config: Config, spark: Callable[[], SparkSession]) -> Status:
     """The ledger's state and silver's rows per table, and the stream's lag; `spark` gives the
     session, asked for only by catalog silver tables."""
     files = ArrowFiles()
-    progress = table_progress(ledger_chunks(ledger_path(config)))
+    ledger = ledger_path(config)
+    progress = table_progress(read_chunks(ledger))
     # A table the stream took in at its CREATE has no snapshot: no chunks in the ledger.
     for table in StreamTables(tables_path(config), files).read():
         progress.setdefault(table, (0, 0, 0))
@@ -187,14 +181,17 @@ def gather_status(config: Config, spark: Callable[[], SparkSession]) -> Status:
         TableStatus(table, done, total, rows, *_silver_rows(config, table, spark))
         for table, (done, total, rows) in sorted(progress.items())
     ]
-    return Status(tables, stream_lag(files, config))
+    return Status(tables, stream_lag(files, config), ledger)
 
 
 def render_status(status: Status) -> str:
     """The status as a table for a terminal."""
     lines = []
     if not status.tables:
-        lines.append("no snapshot yet: the ledger is empty (run `binlake snapshot`)")
+        lines.append(
+            f"no snapshot yet: no chunk in the ledger at {status.ledger} (run `binlake "
+            "snapshot`, or check lake.root if a snapshot ran)"
+        )
     else:
         lines.append(
             f"{'table':<32} {'chunks':>13} {'bronze rows':>12} {'silver rows':>12}  snapshot"

@@ -316,10 +316,13 @@ def check_spark_version() -> None:
         )
 
 
-def get_or_create(app_name: str = "binlake", quiet: bool = True) -> SparkSession:
+def get_or_create(
+    app_name: str = "binlake", quiet: bool = True, warehouse_dir: str | None = None
+) -> SparkSession:
     """The active session; on a Databricks runtime its own session (a wheel task may start
     before one is active, and a locally built one cannot get Delta's jars there); with
-    `SPARK_REMOTE` set, a Spark Connect session; else a new local one, `quiet` as above."""
+    `SPARK_REMOTE` set, a Spark Connect session; else a new local one, `quiet` and
+    `warehouse_dir` as `local_session` takes them."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -328,7 +331,7 @@ def get_or_create(app_name: str = "binlake", quiet: bool = True) -> SparkSession
     remote = os.environ.get("SPARK_REMOTE")
     if remote:
         return connect_session(remote, app_name)
-    return local_session(app_name, quiet=quiet)
+    return local_session(app_name, quiet=quiet, warehouse_dir=warehouse_dir)
 
 
 def connect_session(remote: str, app_name: str = "binlake") -> SparkSession:

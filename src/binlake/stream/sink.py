@@ -124,9 +124,10 @@ class BatchSink:
             warn_if_purge_near(self.config, self.spec.source, end)
             self._retention_due = time.monotonic() + RETENTION_CHECK_S
         log.info(
-            "batch %d applied in %.1f s: %s",
+            "batch %d applied in %.1f s: %s; %s",
             batch_id, time.monotonic() - started,
             ", ".join(f"{t} {counts.get(t, 0)} changes {s:.1f} s" for t, s in steps) or "nothing",
+            lag_text(lag_bytes, lag_seconds),
             extra=event(
                 "stream_batch", names, end, sum(counts.values()), time.monotonic() - started,
                 lag_bytes, lag_seconds, (self._events_id(), batch_id),
@@ -199,3 +200,13 @@ def batch_end(files: LakeFiles, checkpoint: str, batch_id: int) -> BinlogOffset 
     if logged is None:
         return None
     return BinlogOffset.from_dict(json.loads(logged.strip().splitlines()[-1]))
+
+
+def lag_text(lag_bytes: int | None, lag_seconds: float | None) -> str:
+    """How far the source is past a batch, for its line: "caught up", or the binlog bytes and
+    seconds since the batch's newest change committed."""
+    if lag_bytes is None or lag_seconds is None:
+        return "lag unknown"
+    if lag_bytes == 0:
+        return "caught up"
+    return f"{lag_bytes:,} binlog bytes, {lag_seconds:.0f} s behind the source"

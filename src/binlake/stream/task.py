@@ -578,6 +578,15 @@ def _rate(progress: dict[str, Any], rows: int) -> float:
     return rows * 1000.0 / millis if millis else 0.0
 
 
+def offset_text(offset: str | dict[str, Any] | None) -> str:
+    """A stream offset as binlake's lines spell binlog positions (`file:pos`), whether Spark's
+    progress holds it as its JSON text or parsed; "-" when the progress has none."""
+    if offset is None:
+        return "-"
+    data = json.loads(offset) if isinstance(offset, str) else offset
+    return str(BinlogOffset.from_dict(data))
+
+
 def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> None:
     """Log each batch not seen yet; add it to `totals` ([batches, changes])."""
     for progress in query.recentProgress:
@@ -588,8 +597,10 @@ def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> N
         if rows:
             totals[0] += 1
             totals[1] += rows
+            source = progress["sources"][0]
             log.info(
-                "stream batch %d: %d changes, %.0f changes/s, source at %s, binlog head at %s",
+                "stream batch %d: %d binlog records (row changes and DDL), %.0f records/s, "
+                "read to %s, binlog head at %s",
                 progress["batchId"], rows, _rate(progress, rows),
-                progress["sources"][0].get("endOffset"), progress["sources"][0].get("latestOffset"),
+                offset_text(source.get("endOffset")), offset_text(source.get("latestOffset")),
             )  # fmt: skip

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from binlake.stream.task import _input_rows, _rate
+from binlake.stream.sink import lag_text
+from binlake.stream.task import _input_rows, _rate, offset_text
 
 
 def _progress(**fields: Any) -> dict[str, Any]:
@@ -35,3 +36,33 @@ def test_input_rows_sum_the_sources_when_the_total_is_left_out() -> None:
 )
 def test_rate_falls_back_to_the_batch_run_time(fields: dict[str, Any], rate: float) -> None:
     assert _rate(_progress(**fields), 150) == rate
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [
+        '{"file": "mysql-bin.000012", "pos": 4711, "commit_ts": 1765000000}',
+        {"file": "mysql-bin.000012", "pos": 4711, "gtid": "0-1-9"},
+    ],
+    ids=["json-text", "parsed"],
+)
+def test_offsets_read_as_file_and_position_whatever_form_the_progress_holds(
+    offset: str | dict[str, Any],
+) -> None:
+    """Before: the line showed the offset's JSON, beside `file:pos` in every other line."""
+    assert offset_text(offset) == "mysql-bin.000012:4711"
+    assert offset_text(None) == "-"
+
+
+@pytest.mark.parametrize(
+    ("lag", "text"),
+    [
+        ((0, 0.0), "caught up"),
+        ((12_345, 61.4), "12,345 binlog bytes, 61 s behind the source"),
+        ((None, None), "lag unknown"),
+    ],
+)
+def test_a_batch_line_says_how_far_behind_the_source_it_is(
+    lag: tuple[int | None, float | None], text: str
+) -> None:
+    assert lag_text(*lag) == text
