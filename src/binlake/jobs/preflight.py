@@ -20,6 +20,7 @@ from binlake.config.settings import Config, LakeConfig, SourceConfig
 from binlake.errors import LakeError, SourceError
 from binlake.mysql.connection import connection, query
 from binlake.mysql.prerequisites import validate
+from binlake.mysql.retention import warn_if_managed_retention_short
 from binlake.mysql.server import ER_SPECIFIC_ACCESS_DENIED
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ def preflight(
     with connection(config.source, wait=False) as conn:
         tables = validate(conn, config, server_id)
         check_server_ids(conn, config.source)
+        warn_if_managed_retention_short(conn)
     if only is not None:
         from binlake.snapshot.task import chosen_tables  # pulls in Delta: only when it is needed
 

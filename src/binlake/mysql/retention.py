@@ -29,10 +29,86 @@ log = logging.getLogger(__name__)
 WARN_AT = 0.5
 
 
+#: The setting Amazon RDS for MySQL and Aurora MySQL keep binlogs by, in place of the server's
+#: own expiry, read with `CALL mysql.rds_show_configuration` (Amazon's "Setting and showing
+#: binary log configuration"): NULL by default, which RDS for MySQL reads as 0 hours (binlogs
+#: purged as soon as possible) and Aurora as "cleaned up lazily, usually within a day".
+RDS_RETENTION = "binlog retention hours"
+#: Errors that mean a server is not RDS (no such procedure) or answers no system variable.
+_ER_SP_DOES_NOT_EXIST, _ER_UNKNOWN_SYSTEM_VARIABLE = 1305, 1193
+
+
+@dataclass(frozen=True)
+class ManagedRetention:
+    """An Amazon RDS or Aurora MySQL source's `binlog retention hours` (None: NULL)."""
+
+    hours: float | None
+    aurora: bool
+
+    @property
+    def expiry_s(self) -> float:
+        """How long binlogs are certain to be kept: NULL promises nothing (0)."""
+        return (self.hours or 0.0) * 3600
+
+    def warning(self) -> str | None:
+        """What to tell the operator at start, where the setting cannot carry a stream through
+        a pause; None once it keeps binlogs for hours."""
+        if self.hours is not None:
+            return None
+        service = "Aurora MySQL" if self.aurora else "Amazon RDS for MySQL"
+        kept = (
+            "cleans binlogs up lazily, usually within a day"
+            if self.aurora
+            else "purges binlogs as soon as it can"
+        )
+        return (
+            f"the source is {service}, whose {RDS_RETENTION!r} is NULL: it {kept}, so a stream "
+            "paused or behind loses its position and its tables need a re-snapshot. Keep "
+            "binlogs longer than the longest pause, e.g. CALL mysql.rds_set_configuration("
+            f"'{RDS_RETENTION}', 72)"
+        )
+
+
+def managed_retention(conn: pymysql.Connection) -> ManagedRetention | None:
+    """The source's RDS/Aurora binlog retention; None on a server that is neither (MariaDB,
+    self-managed MySQL), or when the user may not call the procedure (then the server's own
+    expiry is all binlake can read)."""
+    try:
+        rows = query(conn, "CALL mysql.rds_show_configuration")
+    except pymysql.err.MySQLError as exc:
+        if exc.args and exc.args[0] != _ER_SP_DOES_NOT_EXIST:
+            log.debug("mysql.rds_show_configuration unreadable: %s", exc)
+        return None
+    value = next((row[1] for row in rows if str(row[0]).lower() == RDS_RETENTION), None)
+    return ManagedRetention(None if value is None else float(value), _is_aurora(conn))
+
+
+def _is_aurora(conn: pymysql.Connection) -> bool:
+    try:
+        return bool(query(conn, "SELECT @@aurora_version")[0][0])
+    except pymysql.err.OperationalError as exc:
+        if exc.args and exc.args[0] == _ER_UNKNOWN_SYSTEM_VARIABLE:
+            return False
+        raise
+
+
+def warn_if_managed_retention_short(conn: pymysql.Connection) -> None:
+    """At a job's start: warn when an RDS or Aurora source keeps its binlogs only as long as its
+    NULL default `binlog retention hours` says."""
+    managed = managed_retention(conn)
+    message = None if managed is None else managed.warning()
+    if message is not None:
+        log.warning(message)
+
+
 def expiry_seconds(conn: pymysql.Connection) -> float | None:
     """How long the source keeps binlog files, in seconds; None if it never purges them on its
-    own. MySQL 8 and MariaDB 10.6+ keep `binlog_expire_logs_seconds` (MariaDB in step with
+    own. On Amazon RDS and Aurora their `binlog retention hours` decides (`managed_retention`).
+    MySQL 8 and MariaDB 10.6+ keep `binlog_expire_logs_seconds` (MariaDB in step with
     `expire_logs_days`), older servers only `expire_logs_days`."""
+    managed = managed_retention(conn)
+    if managed is not None:
+        return managed.expiry_s
     rows = query(
         conn,
         "SHOW GLOBAL VARIABLES WHERE Variable_name IN "

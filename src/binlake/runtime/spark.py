@@ -297,16 +297,26 @@ def is_connect(spark: SparkSession) -> bool:
 #: read limits and no Trigger.AvailableNow of its own (4.2 does, SPARK-55304): the source and the
 #: stream make up for both (`stream_source.BinlogStreamReader`, `stream._start_and_follow`).
 MINIMUM_SPARK = (4, 0)
+#: The newest Spark line binlake's tests run on (the project's venv; the oldest runs as the LTS
+#: runtime's wheel test): a newer one runs, with a warning that it is untested.
+NEWEST_TESTED_SPARK = (4, 2)
 
 
 def check_spark_version() -> None:
     """Refuse an older Spark in one line instead of an ImportError deep in the stream source
-    (a Databricks job cluster on a runtime before 17)."""
+    (a Databricks job cluster on a runtime before 17); warn of a Spark line newer than the tests
+    run, whose Python data source or streaming APIs may have changed under binlake."""
     import pyspark
 
     from binlake.errors import ConfigError
 
     found = tuple(int(part) for part in re.findall(r"\d+", pyspark.__version__)[:2])
+    if found > NEWEST_TESTED_SPARK:
+        logging.getLogger("binlake").warning(
+            "this runtime has Spark %s, newer than the Spark %s binlake is tested on: it "
+            "should work, but nothing here has run on it (report what fails)",
+            pyspark.__version__, ".".join(map(str, NEWEST_TESTED_SPARK)),
+        )  # fmt: skip
     if found < MINIMUM_SPARK:
         raise ConfigError(
             f"binlake needs Spark {'.'.join(map(str, MINIMUM_SPARK))} or later (its binlog "

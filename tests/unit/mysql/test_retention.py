@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from binlake.mysql.retention import Retention, duration
+from binlake.mysql.retention import ManagedRetention, Retention, duration
 
 DAY = 86400.0
 
@@ -41,3 +41,31 @@ def test_past_the_expiry_the_position_may_go_at_any_time() -> None:
 )  # fmt: skip
 def test_durations_read_as_an_operator_reads_them(seconds: float, text: str) -> None:
     assert duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("hours", "aurora", "expiry", "words"),
+    [
+        (None, False, 0.0, ["Amazon RDS for MySQL", "NULL", "as soon as it can"]),
+        (None, True, 0.0, ["Aurora MySQL", "NULL", "lazily"]),
+        (24.0, False, 86400.0, None),
+        (0.5, True, 1800.0, None),
+    ],
+    ids=["rds-null", "aurora-null", "rds-24h", "aurora-half-hour"],
+)
+def test_an_rds_sources_retention_hours_are_its_expiry_and_null_is_warned_about(
+    hours: float | None, aurora: bool, expiry: float, words: list[str] | None
+) -> None:
+    """NULL, RDS's default, keeps nothing: the server's binlog_expire_logs_seconds says
+    nothing there, and before binlake read it as "never purges"."""
+    managed = ManagedRetention(hours, aurora)
+    assert managed.expiry_s == expiry
+    warning = managed.warning()
+    if words is None:
+        assert warning is None
+    else:
+        assert warning is not None
+        assert all(word in warning for word in words), warning
+        assert "mysql.rds_set_configuration('binlog retention hours'" in warning
+        # A minute's backlog is already past what NULL promises.
+        assert Retention(managed.expiry_s, 60.0).warning("silver") is not None

@@ -89,3 +89,22 @@ def test_a_spark_older_than_4_0_is_refused_in_one_line(
             check_spark_version()
     else:
         check_spark_version()
+
+
+@pytest.mark.parametrize(("version", "warned"), [("4.0.1", False), ("4.2.0", False),
+                                                 ("4.3.0", True), ("5.0.0.dev1", True)])  # fmt: skip
+def test_a_spark_newer_than_the_tests_run_is_warned_about(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, version: str, warned: bool
+) -> None:
+    """Before: any Spark from 4.0 on was accepted in silence, though only 4.0 and 4.2 are run."""
+    import pyspark
+
+    from binlake.runtime.spark import check_spark_version
+
+    monkeypatch.setattr(pyspark, "__version__", version)
+    with caplog.at_level("WARNING", logger="binlake"):
+        check_spark_version()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert bool(warnings) == warned, warnings
+    if warned:
+        assert f"Spark {version}, newer than the Spark 4.2 binlake is tested on" in warnings[0]
