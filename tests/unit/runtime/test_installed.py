@@ -91,8 +91,10 @@ def test_a_spark_older_than_4_0_is_refused_in_one_line(
         check_spark_version()
 
 
-@pytest.mark.parametrize(("version", "warned"), [("4.0.1", False), ("4.2.0", False),
-                                                 ("4.3.0", True), ("5.0.0.dev1", True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("version", "warned"),
+    [("4.0.1", False), ("4.2.0", False), ("4.3.0", True), ("5.0.0.dev1", True)],
+)
 def test_a_spark_newer_than_the_tests_run_is_warned_about(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, version: str, warned: bool
 ) -> None:
