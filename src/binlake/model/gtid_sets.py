@@ -185,6 +185,13 @@ class GtidSet:
         return cls(members)
 
 
+def is_gtid_set(text: str) -> bool:
+    """Whether a GTID position's text is a MySQL GTID set (or one GTID) rather than a MariaDB
+    position (`0-1-100,1-2-7`): every member names a UUID followed by a colon, which a
+    MariaDB position never holds. The one test of a position's flavour."""
+    return ":" in text
+
+
 def _uuid(text: str) -> str:
     uuid = text.lower()
     if not (text.isascii() and _UUID.fullmatch(uuid)):

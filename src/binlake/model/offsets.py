@@ -16,8 +16,8 @@ file name through every place an offset is stored (ledger, schema history, chang
 checkpoint), so no stored offset changes meaning. `binlog_file` is the name on the server.
 
 An offset may also carry the source's GTID position there (MariaDB's `gtid_binlog_pos` form,
-`domain-server-sequence` per domain): what a position means on any server holding that history.
-It does not take part in comparisons.
+`domain-server-sequence` per domain, or a MySQL GTID set, `uuid:1-5,…`: `binlake.mysql.gtids`):
+what a position means on any server holding that history. It does not take part in comparisons.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 This module owns every decision about values: the Spark type of each column, the expression the
 snapshot SELECTs it with, the normaliser that turns a driver's (or the binlog decoder's) value
-into the value that lands, and the exact literal of a landed key value. The snapshot reads values
+into the value that lands, and the exact literal of a landed key value. Types are named without
+Spark (`LandedType`) and pyspark is imported only where a Spark type or expression is asked for,
+so discovering tables and planning chunks (`binlake plan`) run without it. The snapshot reads values
 through the text protocol (MySQLdb or PyMySQL, `source.bulk_driver`; session in UTC and
 utf8mb4); `row_images` decodes binlog row
 images to the same values. A value lands identically whichever path brought it; the type table
@@ -17,15 +19,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql import Column as SparkColumn
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from binlake.errors import SourceError
 from binlake.model.schema import Column, TableSchema, quote
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
+    from pyspark.sql import types as T
 
 Normalizer = Callable[[Any], Any]
 
@@ -46,12 +49,58 @@ _ARROW_NATIVE = {
 } - {"json"}  # fmt: skip
 
 
+#: Arrow's type for each landed type but DECIMAL (which takes its precision and scale).
+_ARROW_TYPES = {
+    "boolean": pa.bool_(), "int": pa.int32(), "bigint": pa.int64(), "float": pa.float32(),
+    "double": pa.float64(), "string": pa.string(), "binary": pa.binary(), "date": pa.date32(),
+    "timestamp_ntz": pa.timestamp("us"), "timestamp": pa.timestamp("us", tz="UTC"),
+}  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
-class ColumnMapping:
-    """How one source column lands: its Spark type, its Arrow type and its value normaliser."""
+class LandedType:
+    """A landed column's type by Spark's name for it (`DataType.simpleString`, without the
+    decimal's arguments): its Spark and Arrow types derive from it, the Spark one only when
+    asked, so code that never writes a Spark frame never imports pyspark."""
 
     name: str
-    spark: T.DataType
+    precision: int = 0  # DECIMAL only
+    scale: int = 0  # DECIMAL only
+
+    @property
+    def spark(self) -> T.DataType:
+        from pyspark.sql import types as T
+
+        if self.name == "decimal":
+            return T.DecimalType(self.precision, self.scale)
+        simple: dict[str, type[T.DataType]] = {
+            "boolean": T.BooleanType, "int": T.IntegerType, "bigint": T.LongType,
+            "float": T.FloatType, "double": T.DoubleType, "string": T.StringType,
+            "binary": T.BinaryType, "date": T.DateType, "timestamp_ntz": T.TimestampNTZType,
+            "timestamp": T.TimestampType,
+        }  # fmt: skip
+        return simple[self.name]()
+
+    @property
+    def arrow(self) -> pa.DataType:
+        if self.name == "decimal":
+            return pa.decimal128(self.precision, self.scale)
+        return _ARROW_TYPES[self.name]
+
+
+_BOOLEAN, _INT, _LONG = LandedType("boolean"), LandedType("int"), LandedType("bigint")
+_FLOAT, _DOUBLE, _STRING = LandedType("float"), LandedType("double"), LandedType("string")
+_BINARY, _DATE = LandedType("binary"), LandedType("date")
+_TIMESTAMP_NTZ, _TIMESTAMP = LandedType("timestamp_ntz"), LandedType("timestamp")
+_UNSIGNED_BIGINT = LandedType("decimal", 20, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnMapping:
+    """How one source column lands: its type (Spark's and Arrow's) and its value normaliser."""
+
+    name: str
+    landed: LandedType
     arrow: pa.DataType
     normalize: Normalizer
     #: The snapshot driver's values already are the normalised values, so a column of them can
@@ -69,6 +118,11 @@ class ColumnMapping:
                 # e.g. a zero date the driver returned as text: fall back to the normaliser.
         return pa.array([self.normalize(v) for v in values], type=self.arrow)
 
+    @property
+    def spark(self) -> T.DataType:
+        """The Spark type the column lands as (imports pyspark)."""
+        return self.landed.spark
+
 
 def map_column(column: Column) -> ColumnMapping:
     if "`" in column.name:
@@ -79,11 +133,11 @@ def map_column(column: Column) -> ColumnMapping:
             "address (Delta Lake's Change Data Feed fails on it): rename the column on the "
             "source, or leave its table out of source.tables"
         )
-    spark, normalize = _spark_and_normalizer(column)
+    landed, normalize = _landed_and_normalizer(column)
     native = column.data_type in _ARROW_NATIVE and not (
         column.unsigned and column.data_type == "bigint"
     )
-    return ColumnMapping(column.name, spark, _arrow_type(spark), _null_safe(normalize), native)
+    return ColumnMapping(column.name, landed, landed.arrow, _null_safe(normalize), native)
 
 
 def select_expression(column: Column) -> str:
@@ -104,6 +158,8 @@ def map_table(table: TableSchema) -> tuple[ColumnMapping, ...]:
 
 
 def spark_schema(table: TableSchema) -> T.StructType:
+    from pyspark.sql import types as T
+
     return T.StructType([T.StructField(m.name, m.spark, True) for m in map_table(table)])
 
 
@@ -114,50 +170,50 @@ def _null_safe(normalize: Normalizer) -> Normalizer:
     return apply
 
 
-def _spark_and_normalizer(column: Column) -> tuple[T.DataType, Normalizer]:
+def _landed_and_normalizer(column: Column) -> tuple[LandedType, Normalizer]:
     kind = column.data_type
     if kind in _INT_BITS:
         return _integer(column)
     if kind == "decimal":
         precision, scale = column.precision or 10, column.scale or 0
         if precision > _MAX_SPARK_DECIMAL:
-            return T.StringType(), _decimal_text
-        return T.DecimalType(precision, scale), _to_decimal
+            return _STRING, _decimal_text
+        return LandedType("decimal", precision, scale), _to_decimal
     if kind == "float":
-        return T.FloatType(), float
+        return _FLOAT, float
     if kind in ("double", "real"):
-        return T.DoubleType(), float
+        return _DOUBLE, float
     if kind == "bit":
         return _bit(bit_width(column))
     if kind == "year":
-        return T.IntegerType(), int
+        return _INT, int
     if kind == "date":
-        return T.DateType(), _date
+        return _DATE, _date
     if kind == "datetime":
-        return T.TimestampNTZType(), _datetime
+        return _TIMESTAMP_NTZ, _datetime
     if kind == "timestamp":
         # Both paths deliver naive UTC (the snapshot session runs in +00:00; the binlog stores
         # epoch seconds); Spark's TimestampType is an instant, rendered in the session zone.
-        return T.TimestampType(), _instant
+        return _TIMESTAMP, _instant
     if kind == "time":
-        return T.StringType(), _time_text(column.datetime_precision or 0)
+        return _STRING, _time_text(column.datetime_precision or 0)
     if kind == "set":
-        return T.StringType(), _set_text(enum_values(column.column_type))
+        return _STRING, _set_text(enum_values(column.column_type))
     if kind == "json":
-        return T.StringType(), json_text
+        return _STRING, json_text
     if kind in _STRING_TYPES or kind in ADDRESS_TYPES:
-        return T.StringType(), _text
+        return _STRING, _text
     if kind in _BINARY_TYPES:
         if kind == "binary":
-            return T.BinaryType(), _padded_binary(_declared_length(column.column_type))
-        return T.BinaryType(), _bytes
+            return _BINARY, _padded_binary(_declared_length(column.column_type))
+        return _BINARY, _bytes
     raise SourceError(
         f"column {column.name!r} has type {column.column_type}, which binlake cannot land yet: "
         "leave its table out of source.tables"
     )
 
 
-def _integer(column: Column) -> tuple[T.DataType, Normalizer]:
+def _integer(column: Column) -> tuple[LandedType, Normalizer]:
     bits = _INT_BITS[column.data_type]
     if column.unsigned:
         # Without binlog_row_metadata=FULL the binlog reader decodes unsigned columns as signed.
@@ -165,11 +221,10 @@ def _integer(column: Column) -> tuple[T.DataType, Normalizer]:
             number = int(value)
             return number + (1 << bits) if number < 0 else number
 
-        spark: T.DataType = T.DecimalType(20, 0) if bits == 64 else T.LongType()
         if bits == 64:
-            return spark, lambda v: Decimal(unsigned(v))
-        return spark, unsigned
-    return (T.LongType() if bits == 64 else T.IntegerType()), int
+            return _UNSIGNED_BIGINT, lambda v: Decimal(unsigned(v))
+        return _LONG, unsigned
+    return (_LONG if bits == 64 else _INT), int
 
 
 def _to_decimal(value: Any) -> Decimal:
@@ -185,7 +240,7 @@ def bit_width(column: Column) -> int:
     return _declared_length(column.column_type)
 
 
-def _bit(width: int) -> tuple[T.DataType, Normalizer]:
+def _bit(width: int) -> tuple[LandedType, Normalizer]:
     """BIT(1) is a flag: boolean (as Debezium and Flink CDC map it). BIT(2..63) fits a long;
     BIT(64) lands as DECIMAL(20,0), like BIGINT UNSIGNED, so no value wraps to negative."""
 
@@ -197,10 +252,10 @@ def _bit(width: int) -> tuple[T.DataType, Normalizer]:
         return int(value)
 
     if width == 1:
-        return T.BooleanType(), lambda v: bool(number(v))
+        return _BOOLEAN, lambda v: bool(number(v))
     if width == 64:
-        return T.DecimalType(20, 0), lambda v: Decimal(number(v))
-    return T.LongType(), number
+        return _UNSIGNED_BIGINT, lambda v: Decimal(number(v))
+    return _LONG, number
 
 
 def _date(value: Any) -> date | None:
@@ -257,8 +312,9 @@ def _set_text(members: list[str]) -> Normalizer:
 
 def json_text(value: Any) -> str:
     """JSON as text. MariaDB's JSON is LONGTEXT (text on both paths); MySQL's binary JSON arrives
-    from the binlog as Python objects (strings as bytes), rendered here the way MySQL renders
-    JSON: `", "` and `": "` separators, decimals as written."""
+    from the binlog as Python objects (strings as bytes, temporal values as `json_values`
+    reads them), rendered here the way MySQL renders JSON: `", "` and `": "` separators,
+    decimals as written, temporal values as `_json_temporal` shows them."""
     if isinstance(value, str):
         return value
     return _render_json(value)
@@ -274,7 +330,24 @@ def _render_json(value: Any) -> str:
         return "[" + ", ".join(_render_json(v) for v in value) + "]"
     if isinstance(value, Decimal):
         return format(value, "f")
+    if isinstance(value, date | timedelta):
+        return json.dumps(_json_temporal(value))
     return json.dumps(value, ensure_ascii=False)
+
+
+_JSON_TIME = _time_text(6)
+
+
+def _json_temporal(value: date | timedelta) -> str:
+    """A temporal value inside MySQL's JSON as MySQL's JSON text shows it: a DATE as
+    `2012-03-18`, a DATETIME or TIMESTAMP and a TIME (of any length and sign) with six
+    fractional digits, whatever their column's precision was (`2012-03-18 11:30:45.000000`,
+    `-87:31:46.654321`)."""
+    if isinstance(value, timedelta):
+        return str(_JSON_TIME(value))
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+    return value.isoformat()
 
 
 def _text(value: Any) -> str:
@@ -298,24 +371,6 @@ def _padded_binary(length: int) -> Normalizer:
     return pad
 
 
-def _arrow_type(spark: T.DataType) -> pa.DataType:
-    if isinstance(spark, T.DecimalType):
-        return pa.decimal128(spark.precision, spark.scale)
-    simple: dict[type, pa.DataType] = {
-        T.BooleanType: pa.bool_(),
-        T.IntegerType: pa.int32(),
-        T.LongType: pa.int64(),
-        T.FloatType: pa.float32(),
-        T.DoubleType: pa.float64(),
-        T.StringType: pa.string(),
-        T.BinaryType: pa.binary(),
-        T.DateType: pa.date32(),
-        T.TimestampNTZType: pa.timestamp("us"),
-        T.TimestampType: pa.timestamp("us", tz="UTC"),
-    }
-    return simple[type(spark)]
-
-
 def exact_key(value: SparkColumn, spark: T.DataType) -> SparkColumn:
     """A key expression whose collected value converts back to the same literal (`key_literal`).
 
@@ -324,6 +379,9 @@ def exact_key(value: SparkColumn, spark: T.DataType) -> SparkColumn:
     TIMESTAMP_NTZ column: under `TZ=Europe/Paris` keys would shift by hours and a MERGE pruned by
     them would miss its rows. Instants travel as epoch microseconds, NTZ values as their text.
     """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
     if isinstance(spark, T.TimestampType):
         return F.unix_micros(value)
     if isinstance(spark, T.TimestampNTZType):
@@ -333,6 +391,9 @@ def exact_key(value: SparkColumn, spark: T.DataType) -> SparkColumn:
 
 def key_literal(value: Any, spark: T.DataType) -> SparkColumn:
     """The literal of a value collected through `exact_key`, typed exactly as the column."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
     if value is None:
         return F.lit(None).cast(spark)
     if isinstance(spark, T.TimestampType):
@@ -357,5 +418,5 @@ def split_key(column: Column) -> SplitKey:
     over its text would not terminate or would misplace rows: its bounds are member indexes."""
     name = quote(column.name)
     if column.data_type == "enum":
-        return SplitKey(f"({name} + 0)", int, True)
+        return SplitKey(f"({name} + 0)", _null_safe(int), True)
     return SplitKey(name, map_column(column).normalize, column.data_type in _INT_BITS)

@@ -19,6 +19,9 @@ here, each as small as it can be:
 - TABLE_MAP without column names (`binlog_row_metadata=MINIMAL`): columns named `@1`, `@2` …
   as `mysqlbinlog` names them, or by a schema the caller supplies; signedness and charsets still
   taken from the metadata the map carries; VECTOR columns read as their raw bytes;
+- binary JSON read by `json_values`, as the stream reads it: a TIME inside a document of any
+  length and sign, DATE as a date, other opaque values as MySQL's JSON text shows them;
+- each rows event's raw row images kept (`FileEvent.row_images`), for binlake's own decoder;
 - event types without a decoder (Aurora's padding, type 100, or one newer than the library)
   skipped, each kept with its type code.
 
@@ -34,28 +37,22 @@ import struct
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import zstandard
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import event as ev
-from pymysqlreplication import json_binary as jb
 from pymysqlreplication import row_event as rows
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 from pymysqlreplication.exceptions import MalformedBinLogEvent, StatusVariableMismatch
-from pymysqlreplication.json_binary import JsonDiff, JsonDiffOperation, parse_json
+from pymysqlreplication.json_binary import JsonDiff, JsonDiffOperation
 from pymysqlreplication.packet import BinLogPacketWrapper
-from pymysqlreplication.util.bytes import (
-    decode_count,
-    decode_uint,
-    decode_variable_length,
-    length_encoded_int,
-)
+from pymysqlreplication.util.bytes import length_encoded_int
 
 from binlake.errors import SourceError
 from binlake.mysql import table_maps
+from binlake.mysql.json_values import json_value
 
 MAGIC = b"\xfebin"
 #: timestamp, type, server_id, event_size, log_pos, flags (little-endian, 19 bytes).
@@ -127,7 +124,9 @@ class FileEvent:
     here (TRANSACTION_PAYLOAD, GTID_TAGGED, PREVIOUS_GTIDS) and for those no decoder reads,
     which are `skipped` (an unknown type, or Aurora's own: `type_code` says which). `gtid` is a
     GTID or GTID_TAGGED event's GTID as text (`uuid:n`, `uuid:tag:n`); `gtid_set` a PREVIOUS_GTIDS
-    event's set as text (`uuid:1-5:7:tag:1-3,uuid2:1-9`, empty when the set is)."""
+    event's set as text (`uuid:1-5:7:tag:1-3,uuid2:1-9`, empty when the set is). `row_images`
+    is a rows event's images as the event holds them (after its columns-present bitmaps): what
+    binlake's own decoder reads (`row_images.decode_images`), where the stream reads them."""
 
     offset: int
     type_code: int
@@ -139,6 +138,7 @@ class FileEvent:
     gtid: str | None = None
     gtid_set: str | None = None
     skipped: bool = False
+    row_images: bytes | None = None
 
 
 ColumnNames = Mapping[tuple[str, str], Sequence[str]]
@@ -264,9 +264,10 @@ class _Reader:
         )
         if not decoded._processed:
             raise ValueError("the rows event names a table id no TABLE_MAP before it mapped")
+        images = _row_images(decoded, body) if isinstance(decoded, rows.RowsEvent) else None
         self._learn(decoded)
         gtid = decoded.gtid if type_code == GTID else None
-        return replace(found, decoded=decoded, gtid=gtid)
+        return replace(found, decoded=decoded, gtid=gtid, row_images=images)
 
     def _packet(self, header: bytes, body: bytes) -> BinLogPacketWrapper:
         """The packet the library would read this event from: an OK byte, the header, the body
@@ -376,6 +377,13 @@ def _payload_bytes(body: bytes) -> bytes:
     return inner
 
 
+def _row_images(event: rows.RowsEvent, body: bytes) -> bytes:
+    """The row images of a rows event, `body`, that the library has read up to them (its
+    post-header and bitmaps, `read_bytes` of the body): the bytes the stream hands binlake's
+    decoder (`binlog._TableDecoder.images`)."""
+    return body[event.packet.read_bytes :]
+
+
 def _table_map_for_library(body: bytes) -> bytes:
     """A TABLE_MAP body the library reads: a VECTOR column typed BLOB (both a length-prefixed
     byte string with a one-byte length size, both counted among the columns with a charset,
@@ -402,14 +410,14 @@ def _table_map_for_library(body: bytes) -> bytes:
 
 
 class _EventBytes(BinLogPacketWrapper):
-    """The library's packet wrapper, with its binary JSON read by `_json_value`, and every JSON
+    """The library's packet wrapper, with its binary JSON read by `json_values`, and every JSON
     diff of a partially updated column read (the library's reads the first, drops the rest)."""
 
     def read_binary_json(self, size: int, is_partial: bool) -> Any:
         data = self.read(self.read_uint_by_size(size))
         if is_partial:
             return tuple(_json_diffs(data))
-        return _json_value(data[0], data[1:]) if data else None
+        return json_value(data[0], data[1:]) if data else None
 
 
 def _json_diffs(data: bytes) -> Iterator[JsonDiff]:
@@ -428,60 +436,7 @@ def _json_diffs(data: bytes) -> Iterator[JsonDiff]:
         value_length, _, n = length_encoded_int(data[position:])
         value = data[position + n : position + n + value_length]
         position += n + value_length
-        yield JsonDiff(operation, path, _json_value(value[0], value[1:]))
-
-
-_JSON_OBJECTS = (jb.JSONB_TYPE_SMALL_OBJECT, jb.JSONB_TYPE_LARGE_OBJECT)
-_JSON_CONTAINERS = (*_JSON_OBJECTS, jb.JSONB_TYPE_SMALL_ARRAY, jb.JSONB_TYPE_LARGE_ARRAY)
-_JSON_SMALL = (jb.JSONB_TYPE_SMALL_OBJECT, jb.JSONB_TYPE_SMALL_ARRAY)
-
-
-def _json_value(type_code: int, data: bytes) -> Any:
-    """A binary JSON value as the library decodes it (`parse_json`), except a TIME inside
-    (an opaque value): the library makes it a `datetime.time`, which fails from 24 hours on and
-    drops the sign, where MySQL's TIME spans ±838:59:59; here it is a `timedelta`, as the
-    library decodes a TIME column. Objects and arrays are walked here to reach such values."""
-    if type_code in _JSON_CONTAINERS:
-        return _json_container(type_code, data)
-    if type_code == jb.JSONB_TYPE_OPAQUE and data[0] in (FIELD_TYPE.TIME, FIELD_TYPE.TIME2):
-        return _json_time(data)
-    return parse_json(type_code, data)
-
-
-def _json_container(type_code: int, data: bytes) -> Any:
-    """A binary JSON object (keys as bytes, as the library keys them) or array: a count and
-    size, key entries (offset, length), then value entries (type, and the value inline or its
-    offset), each offset from the container's start."""
-    small, is_object = type_code in _JSON_SMALL, type_code in _JSON_OBJECTS
-    offset_size = 2 if small else 4
-    count = decode_count(data, small)
-    key_entry, value_entry = offset_size + 2, offset_size + 1
-    keys = []
-    for i in range(count if is_object else 0):
-        at = 2 * offset_size + key_entry * i
-        start = decode_count(data[at:], small)
-        keys.append(data[start : start + decode_uint(data[at + offset_size :])])
-    values = []
-    for i in range(count):
-        at = 2 * offset_size + key_entry * len(keys) + value_entry * i
-        value_type = data[at]
-        if jb.is_json_inline_value(value_type, small):
-            values.append(parse_json(value_type, data[at + 1 : at + value_entry]))
-        else:
-            values.append(_json_value(value_type, data[decode_count(data[at + 1 :], small) :]))
-    return dict(zip(keys, values, strict=True)) if is_object else values
-
-
-def _json_time(data: bytes) -> timedelta:
-    """An opaque JSON TIME: its type byte, a variable length, then MySQL's packed TIME (int64,
-    negated when negative: hours << 36 | minutes << 30 | seconds << 24 | microseconds)."""
-    _, n = decode_variable_length(data[1:])
-    packed = int.from_bytes(data[1 + n : 9 + n], "little", signed=True)
-    hms, microseconds = abs(packed) >> 24, abs(packed) & 0xFFFFFF
-    value = timedelta(
-        hours=hms >> 12, minutes=(hms >> 6) & 0x3F, seconds=hms & 0x3F, microseconds=microseconds
-    )
-    return -value if packed < 0 else value
+        yield JsonDiff(operation, path, json_value(value[0], value[1:]))
 
 
 class _TableMap(rows.TableMapEvent):

@@ -5,16 +5,18 @@ its current lineage is (`_system/lineage.json`: number, `server_id`, where the s
 it); lineage 0 is the server the lake was built from. When the stream starts and finds that its
 position no longer holds its history there — another server answers at the source's address
 (a replica promoted after a failover), or the server's binlog was reset — it finds the same
-GTID position in the new binlog (`gtids.offset_of_gtid`) and goes on from there, on the next
+GTID position (MariaDB's `domain-server-sequence` list, or MySQL's GTID set with gtid_mode=ON)
+in the new binlog (`gtids.offset_of_gtid`) and goes on from there, on the next
 lineage: every offset read from then on sorts after every offset before (`offsets`), so the
 ledger's watermarks, the schema history and silver's `_binlake_offset` keep their order and
 nothing is applied twice or skipped.
 
 A position the new server does not hold (its binlog was reset without its GTID state, or the
-promoted replica had not received every transaction the stream read: a history that diverged)
-cannot be resumed: the stream stops with the reset error and its remedy. A snapshot reads the
-server of the lake's current lineage only; on another it refuses until the stream has moved
-the lake.
+promoted replica had not received every transaction the stream read: a history that diverged;
+on MySQL, a `gtid_executed` that is no superset of the stream's GTID set) cannot be resumed:
+the stream stops with the reset error and its remedy, as does a position never recorded (a
+MySQL source with GTIDs off). A snapshot reads the server of the lake's current lineage only;
+on another it refuses until the stream has moved the lake.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from binlake.lake.files import LakeFiles
 from binlake.lake.paths import system_path
 from binlake.model.offsets import BinlogOffset
 from binlake.mysql.connection import connection
-from binlake.mysql.gtids import gtid_at, offset_of_gtid, same_position, server_identity
+from binlake.mysql.gtids import gtid_at, holds, offset_of_gtid, same_position, server_identity
 from binlake.mysql.lost_binlog import lost_remedy, resnapshot_remedy
 from binlake.mysql.server import binlog_files
 
@@ -168,12 +170,13 @@ def _require_held(
 ) -> None:
     """Refuse a new server that lacks what snapshots read on the old one past the stream's
     position: bronze holds rows of transactions the new source never had (a replica promoted
-    before it received them), which silver would take from bronze and never lose again. A read
+    before it received them), which silver would take from bronze and never lose again. On
+    MySQL the new source's `gtid_executed` must hold the read's GTID set (`gtids.holds`). A read
     whose GTID position was not recorded cannot be checked, and is refused alike."""
     if reads is None:
         return
     gtid = reads.newest.gtid
-    if gtid and offset_of_gtid(source, config.stream_server_id, gtid) is not None:
+    if gtid and holds(source, config.stream_server_id, gtid):
         return
     what = (
         f"does not hold its GTID position {gtid} (a replica promoted before it received every "
@@ -196,7 +199,8 @@ def _lost(
         f"the source at {source.host}:{source.port} (server_id {server}) does not hold the "
         f"stream's position {start} (GTID position {start.gtid}) in its binlog: its binlog was "
         "reset (RESET MASTER) without its GTID state, or it is a replica promoted before it "
-        "had every transaction the stream read (the lake holds changes the source does not). "
+        "had every transaction the stream read (the lake holds changes the source does not), "
+        "or one whose binlog holds transactions the stream never read before ones it read. "
         f"The changes since to {', '.join(sorted(tables))} are lost to binlake: "
         f"{lost_remedy(tables, job)}"
     )

@@ -11,6 +11,7 @@ from tenacity import Retrying
 
 from binlake.config.secrets import source_password
 from binlake.config.settings import SourceConfig
+from binlake.model.gtid_sets import is_gtid_set
 from binlake.model.offsets import BinlogOffset
 from binlake.mysql import table_maps  # noqa: F401  # importing it parses each TABLE_MAP once
 from binlake.mysql.connection import Connection
@@ -28,10 +29,12 @@ def open_stream(
     source: SourceConfig, server_id: int, start: BinlogOffset | str, **options: Any
 ) -> BinLogStreamReader:
     """A replication connection reading from `start` (non-blocking unless `blocking=True`):
-    an offset, or a MariaDB GTID position (the server finds where it ends in its binlog)."""
+    an offset, or a GTID position (the server finds where it ends in its binlog): MariaDB's
+    `domain-server-sequence` list, or a MySQL GTID set (`uuid:1-5,…`; COM_BINLOG_DUMP_GTID,
+    which sends every transaction the set lacks)."""
     options.setdefault("blocking", False)
     if isinstance(start, str):
-        at: dict[str, Any] = {"is_mariadb": True, "auto_position": start}
+        at: dict[str, Any] = {"is_mariadb": not is_gtid_set(start), "auto_position": start}
     else:
         # File/position resume: is_mariadb=True without GTIDs silently streams from the
         # oldest binlog instead of log_file/log_pos, so MariaDB is read with the MySQL path.

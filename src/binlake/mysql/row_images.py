@@ -25,12 +25,11 @@ from ipaddress import IPv6Address
 from typing import Any
 from uuid import UUID
 
-from pymysqlreplication.json_binary import parse_json
-
 from binlake.errors import SourceError
 from binlake.model.schema import Column, TableSchema
 from binlake.model.typemap import ADDRESS_TYPES, enum_values, json_text, map_column
 from binlake.mysql.charsets import text_codec
+from binlake.mysql.json_values import json_value
 
 Row = tuple[Any, ...]
 ImageDecoder = Callable[[bytes, int], tuple[Row, int]]
@@ -543,8 +542,9 @@ def _bit(size: int) -> Callable[[bytes, int], int]:
 
 def _json(raw: bytes) -> str:
     """MySQL's binary JSON (MariaDB's JSON is LONGTEXT and never gets here), rendered as MySQL
-    renders JSON text; an empty value is the JSON null literal."""
-    return json_text(parse_json(raw[0], raw[1:])) if raw else "null"
+    renders JSON text (`json_values`: temporal values of any range and sign); an empty value
+    is the JSON null literal."""
+    return json_text(json_value(raw[0], raw[1:])) if raw else "null"
 
 
 def _address_text(kind: str, size: int) -> Callable[[bytes], str]:

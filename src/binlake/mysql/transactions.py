@@ -26,20 +26,21 @@ from binlake.config.settings import SourceConfig
 from binlake.model.capture import Capture
 from binlake.model.offsets import BinlogOffset, on_lineage
 from binlake.mysql.connection import connection
-from binlake.mysql.gtids import gtid_after
+from binlake.mysql.gtids import GTID_TAGGED_LOG_EVENT, gtid_after_event
 from binlake.mysql.replication import ROW_EVENTS, open_stream, reconnecting_read
 from binlake.mysql.row_images import count_images, image_widths
 from binlake.mysql.server import binlog_files
 from binlake.mysql.xa_transactions import XaTransactions
 
-#: The events a transaction begins with (`transactions`); MySQL's anonymous
-#: GTID event is decoded by python-mysql-replication as a NotImplementedEvent.
+#: The events a transaction begins with (`transactions`); MySQL's anonymous and tagged
+#: GTID events are decoded by python-mysql-replication as NotImplementedEvents.
 TRANSACTION_STARTS = [MariadbGtidEvent, GtidEvent, NotImplementedEvent]
+_UNDECODED_STARTS = (ANONYMOUS_GTID_LOG_EVENT, GTID_TAGGED_LOG_EVENT)
 
 
 def transaction_start(event: Any, file: str, lineage: int) -> BinlogOffset | None:
     """The offset where `event` begins, if it begins a transaction."""
-    if isinstance(event, NotImplementedEvent) and event.event_type != ANONYMOUS_GTID_LOG_EVENT:
+    if isinstance(event, NotImplementedEvent) and event.event_type not in _UNDECODED_STARTS:
         return None
     return BinlogOffset(on_lineage(file, lineage), event.packet.log_pos - event.packet.event_size)
 
@@ -52,8 +53,9 @@ def transactions(
     xa: XaTransactions | None = None,
 ) -> Generator[tuple[BinlogOffset, float, int]]:
     """Each transaction at or after `start` (until the binlog's current end): where it begins
-    (on `start`'s lineage, with the GTID position there when `start` has one), when (epoch
-    seconds) it was written, and the row changes before it since `start` of the tables
+    (on `start`'s lineage, with the GTID position there when `start` has one, unknown after a
+    transaction whose GTID python-mysql-replication cannot decode: `gtid_after_event`), when
+    (epoch seconds) it was written, and the row changes before it since `start` of the tables
     `counting` captures (0 without it: then only event headers are read). With `counting`, the
     read ends with one more item where the binlog ends, every change counted: the last
     transaction's changes have no next transaction to carry them. `xa` (with `counting`) is fed
@@ -86,8 +88,8 @@ def transactions(
             if begins is None or begins < start:
                 continue
             yield begins.with_gtid(gtid), float(event.timestamp), changes
-            if gtid and isinstance(event, MariadbGtidEvent):
-                gtid = gtid_after(gtid, event.gtid)
+            if gtid:
+                gtid = gtid_after_event(gtid, event)
         if counting is not None:
             ends = BinlogOffset(on_lineage(stream.log_file, start.lineage), stream.log_pos)
             yield ends.with_gtid(gtid), time.time(), changes

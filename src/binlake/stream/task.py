@@ -584,7 +584,7 @@ def offset_text(offset: str | dict[str, Any] | None) -> str:
     if offset is None:
         return "-"
     data = json.loads(offset) if isinstance(offset, str) else offset
-    return str(BinlogOffset.from_dict(data))
+    return "-" if data is None else str(BinlogOffset.from_dict(data))  # JSON `null` too
 
 
 def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> None:

@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 
 from binlake.errors import SourceError
 from binlake.model.schema import Column
-from binlake.model.typemap import map_column
+from binlake.model.typemap import map_column, split_key
 
 
 def column(data_type: str, column_type: str | None = None, **extra: Any) -> Column:
@@ -339,6 +339,16 @@ def test_json_decimal_member_is_rendered() -> None:
 )
 def test_null_lands_as_none_for_every_type(col: Column) -> None:
     assert map_column(col).normalize(None) is None
+
+
+@pytest.mark.parametrize(
+    "col",
+    [column("int"), column("enum", "enum('a','b')"), column("varchar", "varchar(3)")],
+    ids=lambda c: c.column_type,
+)
+def test_a_split_step_past_the_last_key_is_none_for_every_split_key(col: Column) -> None:
+    """The stepping queries answer NULL (or no row) past the last key: no bound, not an error."""
+    assert split_key(col).normalize(None) is None
 
 
 def test_mapping_keeps_the_column_name() -> None:

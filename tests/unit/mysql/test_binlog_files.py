@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -229,7 +229,7 @@ def test_json_opaque_values_decode_a_time_beyond_a_day() -> None:
     # 87:31:46.654321, which the library's own JSON decoder cannot make a datetime.time of.
     values = [r["values"]["a"] for r in row_images("json-opaque.binlog", WRITE)]
     assert values[1:5] == [
-        {b"b": datetime(2012, 3, 18)},
+        {b"b": date(2012, 3, 18)},  # an opaque DATE: a date, as MySQL's JSON text shows it
         {b"c": datetime(2012, 3, 18, 11, 30, 45)},
         {b"c": timedelta(hours=87, minutes=31, seconds=46, microseconds=654321)},
         {b"d": Decimal("123.456")},
