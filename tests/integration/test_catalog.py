@@ -25,9 +25,10 @@ from binlake.jobs import commands
 from binlake.lake.files import ArrowFiles, HadoopFiles, join
 from binlake.lake.tables import PathTable, local_frame
 from binlake.model.offsets import BinlogOffset
+from binlake.snapshot.chunk_states import FINISHED, MARK, PENDING
 from binlake.snapshot.chunks import ChunkRange
-from binlake.snapshot.ledger import FINISHED, MARK, PENDING, ChunkResult, Ledger
 from binlake.snapshot.ledger import SCHEMA as LEDGER_SCHEMA
+from binlake.snapshot.ledger import ChunkResult, Ledger
 
 from .assertions import (
     assert_changelog_holds_each_change_once,

@@ -133,8 +133,8 @@ def _race_each_commit(
     mark_finished = Ledger.mark_finished
     rounds = itertools.count()
 
-    def finish_then_write(ledger: Ledger, results: Any) -> None:
-        mark_finished(ledger, results)
+    def finish_then_write(ledger: Ledger, results: Any, planned: Any = ()) -> None:
+        mark_finished(ledger, results, planned)
         g = next(rounds) % _GROUPS
         with connect(db_env, database) as conn, conn.cursor() as cur:
             cur.execute("UPDATE tags SET n = n + 1")

@@ -40,7 +40,7 @@ def test_mariadb_reports_the_binlog_position_of_the_chunks_snapshot(
         assert reports_snapshot_offset(conn)
         before = head_offset(conn)
     with bulk_connection(config.source) as bulk:
-        at, rows = _select_at_snapshot(bulk, table, ChunkRange.all())
+        at, _, rows = _select_at_snapshot(bulk, table, ChunkRange.all())
     with connection(config.source) as conn:
         after = head_offset(conn)
     assert len(rows) == 3

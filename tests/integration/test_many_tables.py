@@ -93,10 +93,10 @@ def test_many_small_tables_snapshot_side_by_side_under_racing_writes_and_resume(
     marks: list[int] = []
     mark_finished = Ledger.mark_finished
 
-    def counted(self: Ledger, results: Any) -> None:
+    def counted(self: Ledger, results: Any, planned: Any = ()) -> None:
         results = list(results)
         marks.append(len(results))
-        mark_finished(self, results)
+        mark_finished(self, results, planned)
 
     monkeypatch.setattr(Ledger, "mark_finished", counted)
     writers = Writers(db_env, database, _writer, threads=3, max_ops=8_000, pause_s=0.01)

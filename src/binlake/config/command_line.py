@@ -12,7 +12,9 @@ import importlib.metadata
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from binlake.config.settings import Config, load_config, parse_config
+import shtab
+
+from binlake.config.settings import Config, SourceConfig, load_config, parse_config
 from binlake.errors import ConfigError
 
 #: Adds commands to the parser: (its subparsers, the `-v` option's parent parser).
@@ -52,6 +54,7 @@ def build_parser(more_commands: MoreCommands | None = None) -> argparse.Argument
     )
     parser.add_argument("--version", action="version", version=f"binlake {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _first_commands(commands, verbosity)
     _job_commands(commands, verbosity)
     _report_commands(commands, verbosity)
     if more_commands is not None:
@@ -65,7 +68,10 @@ def _command(
     """A job command's parser, with the options every job command takes: `--config`, `--set`
     and `-v`."""
     sub = commands.add_parser(name, help=summary, description=description, parents=[verbosity])
-    sub.add_argument("--config", help="YAML config file (keys: docs/configuration.md#every-key)")
+    config = sub.add_argument(
+        "--config", help="YAML config file (keys: docs/configuration.md#every-key)"
+    )
+    config.complete = shtab.FILE  # shtab reads it: complete file names
     sub.add_argument(
         "--set",
         action="append",
@@ -73,6 +79,46 @@ def _command(
         help="override a config key, e.g. --set snapshot.parallelism=2 (repeatable)",
     )
     return sub
+
+
+def _first_commands(commands: Any, verbosity: argparse.ArgumentParser) -> None:
+    """The commands of a first setup, which start no job: `init` and `plan`."""
+    init = commands.add_parser(
+        "init",
+        help="write a commented starter config from a source database",
+        description="Connect to the source, list the database's base tables with the key each "
+        "would be read by and the server's row estimate, and write a config that loads as it "
+        "is. The password comes from the environment variable --password-env names (asked for "
+        "at the terminal when it is unset) and is never written to the file.",
+        parents=[verbosity],
+    )
+    init.add_argument("--database", required=True, help="the database to capture")
+    # Unset options take the config's defaults (`SourceConfig`), named in their help.
+    default = {name: field.default for name, field in SourceConfig.model_fields.items()}
+    init.add_argument("--host", help=f"the source's host (default {default['host']})")
+    init.add_argument("--port", type=int, help=f"the source's port (default {default['port']})")
+    init.add_argument("--user", help=f"the source user (default {default['user']})")
+    init.add_argument(
+        "--password-env",
+        metavar="VARIABLE",
+        help="the environment variable holding the password, written as source.password_env "
+        f"(default {default['password_env']})",
+    )
+    output = init.add_argument(
+        "--output", "-o", default="binlake.yml", help="the file to write (default binlake.yml)"
+    )
+    output.complete = shtab.FILE  # shtab reads it: complete file names
+    init.add_argument("--force", action="store_true", help="replace the file if it exists")
+    _command(
+        commands,
+        verbosity,
+        "plan",
+        "show what a snapshot would read, without Spark",
+        "A dry run of `binlake snapshot`: per captured table its key and split column, the "
+        "server's row estimate and its chunks (the ledger's recorded plan, or the snapshot "
+        "planner's), the chunk reads the source would see at once and the server ids the job "
+        "would take. Reads no rows, writes nothing, starts no Spark.",
+    )
 
 
 def _job_commands(commands: Any, verbosity: argparse.ArgumentParser) -> None:

@@ -6,27 +6,44 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from binlake.bundle.cli import add_bundle_command, run_action
 from binlake.config.command_line import build_parser as build_job_parser
 from binlake.config.command_line import config_from_args
 from binlake.errors import BinlakeError, ConfigError
+from binlake.model.counts import counted
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from binlake.lake.event_log import StopHook
+    from binlake.stream.task import StreamSummary
 
 log = logging.getLogger("binlake")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Every command: the job commands and `bundle`."""
-    return build_job_parser(add_bundle_command)
+    """Every command: the job commands, `bundle` and `completion`."""
+
+    def more_commands(commands: Any, verbosity: argparse.ArgumentParser) -> None:
+        add_bundle_command(commands, verbosity)
+        completion = commands.add_parser(
+            "completion",
+            help="print the shell completion script for bash or zsh",
+            description="Print binlake's completion script, generated from its own arguments. "
+            'bash: `eval "$(binlake completion bash)"` in ~/.bashrc; zsh: `binlake completion '
+            "zsh > ~/.zfunc/_binlake` with ~/.zfunc on fpath before compinit.",
+            parents=[verbosity],
+        )
+        completion.add_argument("shell", choices=("bash", "zsh"))
+
+    return build_job_parser(more_commands)
 
 
 #: Exit code of an exception binlake did not anticipate (sysexits' EX_SOFTWARE): a bug.
@@ -36,6 +53,10 @@ INTERRUPTED_EXIT = 130
 #: Commands whose source (and, for writers, lake root) is checked before Spark starts.
 _PREFLIGHT = {"snapshot", "stream", "run", "verify"}
 _WRITES_LAKE = {"snapshot", "stream", "run"}
+#: Commands whose output is what they print: their progress is not logged unless `-v` asks.
+_PRINTS = {"init", "plan", "completion"}
+#: `--set` keys whose values are secrets (the config's `SecretStr` fields).
+_SECRET_KEYS = {"password"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     `-v` asks for it."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else _log_level(args.command),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -70,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return INTERRUPTED_EXIT
 
 
+def _log_level(command: str) -> int:
+    """INFO for the jobs; warnings only for the commands whose output is what they print."""
+    return logging.WARNING if command in _PRINTS else logging.INFO
+
+
 def _interrupted(command: str) -> str:
     """What a command stopped by Ctrl-C leaves, and what to do next."""
     if command in _WRITES_LAKE:
@@ -93,9 +119,21 @@ def _job_pause(args: argparse.Namespace) -> StopHook | None:
 def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int:
     if args.command == "bundle":
         return run_action(args, main)
+    if args.command == "completion":
+        import shtab
+
+        print(shtab.complete(build_parser(), shell=args.shell), end="")
+        return 0
+    if args.command == "init":
+        return _init(args)
     if args.command == "snapshot" and args.reset and not args.tables:
         raise ConfigError("--reset needs --tables naming the tables to snapshot again")
     config = config_from_args(args)
+    if args.command == "plan":  # before anything imports pyspark: a plan starts no Spark
+        from binlake.jobs.plan import gather_plan, render_plan
+
+        print(render_plan(gather_plan(config)))
+        return 0
     if args.command in _WRITES_LAKE:
         from binlake.lake.lease import refuse_if_running
 
@@ -123,6 +161,7 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
         # The session catalog's warehouse inside the lake, not a `spark-warehouse/` left in
         # whatever directory the command ran from.
         warehouse = system_path(config, "warehouse")
+        log.info("starting Spark (a local start takes about 10 s)")
         session = get_or_create(quiet=not args.verbose, warehouse_dir=warehouse)
         if not args.verbose:
             quiet_interrupts(session)
@@ -132,12 +171,53 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
         print(commands.status(config, spark, as_json=args.json))
     elif args.command == "snapshot":
         commands.snapshot(spark(), config, args.tables, args.reset, on_stop=pause)
+        log.info("next: %s (`--available-now` catches up and stops)", _next(args, "stream"))
     elif args.command == "stream":
-        commands.stream(spark(), config, available_now=args.available_now, on_stop=pause)
+        caught_up = commands.stream(spark(), config, args.available_now, on_stop=pause)
+        if args.available_now:
+            log.info("%s; next: %s", caught_up_text(caught_up), _next(args, "verify"))
     elif args.command == "run":
-        commands.run(spark(), config, on_stop=pause)
+        caught_up = commands.run(spark(), config, on_stop=pause)
+        log.info("%s; next: %s", caught_up_text(caught_up), _next(args, "status"))
     elif args.command == "verify":
         return commands.verify(spark(), config, args.tables)
+    return 0
+
+
+def _next(args: argparse.Namespace, command: str) -> str:
+    """`binlake COMMAND` with the config this run was given, for a closing line to name, shell
+    quoted; a secret given with `--set` is named, never shown."""
+    given = ["--config", args.config] if args.config else []
+    for pair in args.set or []:
+        key = pair.partition("=")[0]
+        given += ["--set", f"{key}=…" if key.rsplit(".", 1)[-1] in _SECRET_KEYS else pair]
+    return shlex.join(["binlake", command, *given])
+
+
+def caught_up_text(summary: StreamSummary) -> str:
+    """A catch-up's closing words: its batches, records and time."""
+    batches = counted(summary.batches, "batch", "batches")
+    records = counted(summary.changes, "binlog record")
+    return f"caught up: {batches}, {records} in {summary.seconds:.1f} s"
+
+
+def _init(args: argparse.Namespace) -> int:
+    """`binlake init`: the starter config written, what it holds on stdout, and the source's
+    refusal of its settings, if any, as one warning line."""
+    from binlake.jobs.starter_config import init, summary
+
+    settings = {
+        "host": args.host,
+        "port": args.port,
+        "user": args.user,
+        "database": args.database,
+        "password_env": args.password_env,
+    }
+    path = Path(args.output)
+    starter = init(settings, path, args.force)
+    print(summary(starter, path))
+    if starter.warning is not None:
+        print(f"binlake: warning: {starter.warning}", file=sys.stderr)
     return 0
 
 

@@ -28,6 +28,7 @@ from binlake.config.settings import Config, SourceConfig
 from binlake.jobs.status import StreamLag
 from binlake.lake.paths import ledger_path
 from binlake.lake.tables import column_name
+from binlake.model.counts import counted
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import spark_schema
 from binlake.mysql.column_rules import lake_view
@@ -108,8 +109,8 @@ def verify_silver(
         totals[table.qualified], found = _compare_table(spark, config, source, table, chunks)
         differences += found
         log.info(
-            "verify: %s: %d chunks compared in %.1f s, %s",
-            table.qualified, len(chunks), time.monotonic() - started,
+            "verify: %s: %s compared in %.1f s, %s",
+            table.qualified, counted(len(chunks), "chunk"), time.monotonic() - started,
             f"{len(found)} differ" if found else "identical",
         )  # fmt: skip
     keys = {t.qualified: lake_view(config.source, t).key for t in tables}

@@ -76,12 +76,18 @@ class LakeTable(ABC):
 
     @abstractmethod
     def replace_chunks(
-        self, spark: SparkSession, rows: DataFrame, chunk_ids: list[int], options: dict[str, str]
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        chunk_ids: list[int],
+        options: dict[str, str],
+        from_id: int | None = None,
     ) -> None:
-        """Replace bronze's rows of `chunk_ids` with `rows` in one commit (a retried batch
-        replaces, never duplicates); a missing table is created with `options`. Observations
-        of `rows` (the chunk reports) are delivered: Spark delivers none from a
-        create-as-select, nor from a catalog table's `saveAsTable` overwrite."""
+        """Replace bronze's rows of `chunk_ids` (and of every chunk id from `from_id` up) with
+        `rows` in one commit (a retried batch replaces, never duplicates); a missing table is
+        created with `options`. Observations of `rows` (the chunk reports) are delivered: Spark
+        delivers none from a create-as-select, nor from a catalog table's `saveAsTable`
+        overwrite."""
 
     def replace_rows(self, rows: DataFrame, where: Column) -> None:
         """Replace the rows `where` holds (an expression of the table's columns and literals)
@@ -198,12 +204,17 @@ class PathTable(LakeTable):
         return spark.read.format("delta").options(**options).load(self.path)
 
     def replace_chunks(
-        self, spark: SparkSession, rows: DataFrame, chunk_ids: list[int], options: dict[str, str]
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        chunk_ids: list[int],
+        options: dict[str, str],
+        from_id: int | None = None,
     ) -> None:
         writer = rows.write.format("delta")
         if self.exists(spark):
-            ids = ", ".join(str(int(i)) for i in chunk_ids)  # integers, not user values
-            writer = writer.mode("overwrite").option("replaceWhere", f"_chunk_id IN ({ids})")
+            where = _chunks_where(chunk_ids, from_id)
+            writer = writer.mode("overwrite").option("replaceWhere", where)
         else:
             # The table's first commit creates it, holding its first batch: an empty table
             # first would cost a second Delta commit per table, which dominates small tables.
@@ -245,14 +256,25 @@ class CatalogTable(LakeTable):
         return spark.read.format("delta").options(**options).table(self.sql)
 
     def replace_chunks(
-        self, spark: SparkSession, rows: DataFrame, chunk_ids: list[int], options: dict[str, str]
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        chunk_ids: list[int],
+        options: dict[str, str],
+        from_id: int | None = None,
     ) -> None:
         """Created empty first, then written with Spark's V2 overwrite-by-condition: the only
         catalog writes whose observations Spark delivers."""
         if not self.exists(spark):
             empty = local_frame(spark, [], rows.schema).write.format("delta")
             self.save(empty.mode("ignore").options(**options))
-        rows.writeTo(self.sql).overwrite(F.col("_chunk_id").isin(chunk_ids))
+        rows.writeTo(self.sql).overwrite(F.expr(_chunks_where(chunk_ids, from_id)))
+
+
+def _chunks_where(chunk_ids: list[int], from_id: int | None) -> str:
+    """`replace_chunks`' condition as SQL text: it holds integers only, never user values."""
+    where = f"_chunk_id IN ({', '.join(str(int(i)) for i in chunk_ids)})"
+    return where if from_id is None else f"{where} OR _chunk_id >= {int(from_id)}"
 
 
 #: How `to_arrow_schema` is asked for UTC timestamps: Spark 4.2 takes a `timezone`, Spark 4.0 (the

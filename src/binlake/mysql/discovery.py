@@ -27,9 +27,11 @@ _TABLE_TYPES = ("BASE TABLE", "SYSTEM VERSIONED")
 
 def discover(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
     """The captured tables' schemas, in `source.tables` order (name order without it), named as
-    the server stores them (`source.tables` matched as the server compares names)."""
-    capture = config.source.capture.under(table_names(conn))
-    tables = capture.select(_table_names(conn, capture))
+    the server stores them (`source.tables` matched as the server compares names); refused when
+    there are none."""
+    tables = captured_tables(conn, config.source.capture)
+    if not tables:
+        raise SourceError(f"database {config.source.database!r} has no tables to capture")
     names = {n for d, t in tables for n in (t, qualified(d, t))}
     unknown = sorted(set(config.snapshot.split_keys) - names)
     if unknown:
@@ -37,6 +39,13 @@ def discover(conn: pymysql.Connection, config: Config) -> list[TableSchema]:
             f"snapshot.split_keys names tables that are not captured: {', '.join(unknown)}"
         )
     return [load_schema(conn, d, t, config.snapshot.split_keys) for d, t in tables]
+
+
+def captured_tables(conn: pymysql.Connection, capture: Capture) -> list[tuple[str, str]]:
+    """(database, table) of the tables `capture` takes, as the server stores their names, in its
+    patterns' order (name order without them); a pattern matching nothing is refused."""
+    capture = capture.under(table_names(conn))
+    return capture.select(_table_names(conn, capture))
 
 
 def _table_names(conn: pymysql.Connection, capture: Capture) -> list[tuple[str, str]]:
@@ -58,6 +67,70 @@ def _table_names(conn: pymysql.Connection, capture: Capture) -> list[tuple[str, 
 def load_schema(
     conn: pymysql.Connection, database: str, table: str, split_keys: dict[str, str]
 ) -> TableSchema:
+    """A table's schema with its row key and split column: `split_keys`' entry for it, else its
+    primary key's first column; refused (`SourceError`, with the remedy) when it has no usable
+    one."""
+    columns, period, primary = _describe(conn, database, table)
+    names = [c.name for c in columns]
+    configured = split_keys.get(qualified(database, table), split_keys.get(table))
+    if configured is not None and configured not in names:
+        raise SourceError(
+            f"snapshot.split_keys.{table} names column {configured!r}, which {database}.{table} "
+            f"does not have (columns: {', '.join(names)})"
+        )
+    if primary:
+        split = configured or primary[0]
+        _check_split_in_primary_key(database, table, split, primary)
+    else:
+        unique = _unique_not_null_columns(conn, database, table, columns, _row_end(period))
+        if configured is None:
+            raise SourceError(
+                f"table {database}.{table} has no primary key: set snapshot.split_keys.{table} "
+                f"to a unique, non-null column ({_candidates(unique)})"
+            )
+        split = configured
+        _check_split_identifies_rows(database, table, columns, split, unique)
+    _check_split_exact(database, table, columns, split, primary)
+    return TableSchema(database, table, columns, primary or (split,), split, period)
+
+
+def split_key_candidates(conn: pymysql.Connection, database: str, table: str) -> list[str]:
+    """The columns `snapshot.split_keys` may name for a table, in binlake's order of preference:
+    its primary key's (the first is the default), or without one its NOT NULL columns with a
+    single-column UNIQUE index; `load_schema` has the last word on each (`binlake init` writes
+    the first it accepts)."""
+    columns, period, primary = _describe(conn, database, table)
+    if primary:
+        return list(primary)
+    return _unique_not_null_columns(conn, database, table, columns, _row_end(period))
+
+
+def estimated_rows(conn: pymysql.Connection, tables: list[tuple[str, str]]) -> dict[str, int]:
+    """Each (database, table)'s row count as the server estimates it, by qualified name
+    (`information_schema.tables.table_rows`: InnoDB's sampled count, free to ask but possibly
+    off by a good part): what `init` and `plan` show before a row is read."""
+    databases = sorted({d for d, _ in tables})
+    if not databases:
+        return {}
+    rows = query(
+        conn,
+        "SELECT table_schema, table_name, table_rows FROM information_schema.tables "
+        "WHERE table_schema IN %s",
+        (tuple(databases),),
+    )
+    found = {qualified(r[0], r[1]): int(r[2] or 0) for r in rows}
+    return {qualified(d, t): found.get(qualified(d, t), 0) for d, t in tables}
+
+
+def _row_end(period: tuple[str, str] | None) -> str | None:
+    return period[1] if period else None
+
+
+def _describe(
+    conn: pymysql.Connection, database: str, table: str
+) -> tuple[tuple[Column, ...], tuple[str, str] | None, tuple[str, ...]]:
+    """A table's columns, its system period (if versioned) and its primary key's columns (without
+    the row end the server adds to a versioned table's keys)."""
     described = query(
         conn,
         "SELECT column_name, data_type, column_type, is_nullable, numeric_precision, "
@@ -85,7 +158,7 @@ def load_schema(
         for r in described
     )
     period = _system_period(conn, database, table, described)
-    row_end = period[1] if period else None
+    row_end = _row_end(period)
     primary = tuple(  # without the row end the server adds to a versioned table's keys
         r[0]
         for r in query(
@@ -97,27 +170,7 @@ def load_schema(
         )
         if r[0] != row_end
     )
-    names = [c.name for c in columns]
-    configured = split_keys.get(qualified(database, table), split_keys.get(table))
-    if configured is not None and configured not in names:
-        raise SourceError(
-            f"snapshot.split_keys.{table} names column {configured!r}, which {database}.{table} "
-            f"does not have (columns: {', '.join(names)})"
-        )
-    if primary:
-        split = configured or primary[0]
-        _check_split_in_primary_key(database, table, split, primary)
-    else:
-        unique = _unique_not_null_columns(conn, database, table, columns, row_end)
-        if configured is None:
-            raise SourceError(
-                f"table {database}.{table} has no primary key: set snapshot.split_keys.{table} "
-                f"to a unique, non-null column ({_candidates(unique)})"
-            )
-        split = configured
-        _check_split_identifies_rows(database, table, columns, split, unique)
-    _check_split_exact(database, table, columns, split, primary)
-    return TableSchema(database, table, columns, primary or (split,), split, period)
+    return columns, period, primary
 
 
 def _system_period(

@@ -102,12 +102,8 @@ def validate(
     passes its own): that reader has not started yet, and no other binlake job uses it, so
     the probe evicts no one (the server drops an older dump connection with the same id).
     """
-    check_binlog_settings(conn)
-    current_offset(conn)
-    check_low_watermark(conn)
+    check_server_settings(conn)
     tables = discover(conn, config)
-    if not tables:
-        raise SourceError(f"database {config.source.database!r} has no tables to capture")
     _check_event_table_name(config, tables)
     _check_soft_delete_column(config, tables)
     _check_history(config, tables)
@@ -129,6 +125,15 @@ def validate(
         except SourceError as exc:
             raise SourceError(f"table {table.qualified}: {exc}") from None
     return tables
+
+
+def check_server_settings(conn: pymysql.Connection) -> None:
+    """The server's side of every job: the binlog settings, a binlog position the user may read,
+    and the low watermark's guarantee. `init` and `plan`, which start no job, warn with the same
+    refusal."""
+    check_binlog_settings(conn)
+    current_offset(conn)
+    check_low_watermark(conn)
 
 
 def _check_table_layout(config: Config, tables: list[TableSchema]) -> None:

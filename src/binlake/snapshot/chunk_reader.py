@@ -46,8 +46,8 @@ from binlake.mysql.gtids import gtid_head
 from binlake.mysql.reconnect import is_transient, reconnecting
 from binlake.mysql.server import current_offset, reports_snapshot_offset, snapshot_offset
 from binlake.mysql.xa_transactions import XaTransactions, Xid, names, prepared_xids
-from binlake.snapshot.chunks import ChunkRange
-from binlake.snapshot.planner import key_order
+from binlake.snapshot.chunks import ChunkRange, SortKey, chunk_end
+from binlake.snapshot.planner import KeySteps, first_value, key_order
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ _BEFORE_UUID = re.compile(r"(?=[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})", re
 @dataclass(frozen=True)
 class ChunkRead:
     chunk_id: int
+    range: ChunkRange  # what the read holds: its chunk, or an open-ended one cut short
     lw: BinlogOffset
     hw: BinlogOffset
     columns: list[pa.Array]  # the chunk at HW, one array per table column
@@ -89,11 +90,23 @@ def _bounds(chunk: ChunkRange) -> tuple[Any, ...]:
     return tuple(v for v in (chunk.start, chunk.end) if v is not None)
 
 
+@dataclass(frozen=True)
+class TailCut:
+    """How an open-ended chunk (`[start, +inf)`, the plan's last) is read: its first `rows`
+    keys, ended before the next (`KeySteps.key_after_chunk`, `chunks.chunk_end`), keys compared
+    by `order`. A table appended to while its snapshot runs is read in chunks of about `rows`
+    keys that way, never in one read of everything appended."""
+
+    rows: int
+    order: SortKey | None = None
+
+
 def _select_at_snapshot(
-    bulk: Any, table: TableSchema, chunk: ChunkRange
-) -> tuple[BinlogOffset | None, tuple[tuple[Any, ...], ...]]:
-    """The chunk's rows in one consistent snapshot, and that snapshot's binlog position (MariaDB
-    and Percona Server; None on MySQL).
+    bulk: Any, table: TableSchema, chunk: ChunkRange, tail: TailCut | None = None
+) -> tuple[BinlogOffset | None, ChunkRange, tuple[tuple[Any, ...], ...]]:
+    """The chunk's rows in one consistent snapshot, that snapshot's binlog position (MariaDB
+    and Percona Server; None on MySQL), and the range the rows are of: the chunk's own, or with
+    `tail`, an open-ended chunk cut short in that same snapshot, so the cut and the rows agree.
 
     The transaction is REPEATABLE READ whatever the server's default: under READ UNCOMMITTED the
     SELECT would read other transactions' uncommitted rows (which no binlog event ever takes out
@@ -106,12 +119,26 @@ def _select_at_snapshot(
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%%'")
         at = snapshot_offset(cur.fetchall())
+        if tail is not None and chunk.end is None:
+            chunk = ChunkRange(chunk.start, _tail_end(cur, table, chunk.start, tail))
         cur.execute(select_sql(table, chunk), _bounds(chunk))
         rows = cur.fetchall()
         cur.execute("COMMIT")
     finally:
         cur.close()
-    return at, rows
+    return at, chunk, rows
+
+
+def _tail_end(cur: Any, table: TableSchema, start: Any, tail: TailCut) -> Any:
+    """Where the open-ended chunk from `start` ends in the read's snapshot (None: it holds no
+    more than `tail.rows` keys, so it stays open)."""
+
+    def fetch(sql: str, args: tuple[Any, ...]) -> Any:
+        cur.execute(sql, args)
+        return first_value(cur.fetchall())
+
+    steps = KeySteps(table, tail.rows, fetch)
+    return chunk_end(start, steps.key_after_chunk, steps.next_key_above, tail.order)
 
 
 def owned_gtid_set(owned: str) -> str:
@@ -205,7 +232,9 @@ class ChunkReader:
     """Reads chunks of one table over one pair of connections, kept for all its chunks: a
     PyMySQL one for watermarks and collation weights, a bulk one for the SELECTs (opening them
     per chunk cost half the reader's time, in TLS set-up). The bulk one is MySQLdb where it is
-    installed, else PyMySQL (`bulk_driver`); `driver` forces one (the benchmark, the tests)."""
+    installed, else PyMySQL (`bulk_driver`); `driver` forces one (the benchmark, the tests).
+    With `tail_rows`, an open-ended chunk is read only as far as its first `tail_rows` keys
+    (`TailCut`); without it, whole."""
 
     def __init__(
         self,
@@ -214,12 +243,14 @@ class ChunkReader:
         server_id: int,
         driver: BulkDriver | None = None,
         lineage: int = 0,
+        tail_rows: int | None = None,
     ) -> None:
         self.source = source
         self.table = table
         self.server_id = server_id
         self.driver = driver
         self.lineage = lineage  # the lake's lineage of the source's binlog (`lineage`)
+        self.tail_rows = tail_rows
         self.mappings = map_table(table)
         self._stack = ExitStack()
 
@@ -228,6 +259,7 @@ class ChunkReader:
         self.conn = self._stack.enter_context(connection(self.source))
         self.bulk: Any = None
         self.order = key_order(self.conn, self.table)
+        self.tail = None if self.tail_rows is None else TailCut(self.tail_rows, self.order)
         # MariaDB and Percona Server: LW from the snapshot itself; MySQL: waited for, before it.
         self.exact_lw = reports_snapshot_offset(self.conn)
         return self
@@ -271,7 +303,7 @@ class ChunkReader:
         table, name = self.table, self.table.qualified
         log.debug("Snapshot step 1 - Determining low watermark for %s chunk %d", name, chunk_id)
         settled = None if self.exact_lw else _settled_offset(self.conn)
-        at, raw = _select_at_snapshot(self.bulk, table, chunk)
+        at, chunk, raw = _select_at_snapshot(self.bulk, table, chunk, self.tail)
         found = at or settled
         if found is None:
             raise SourceError(
@@ -284,13 +316,14 @@ class ChunkReader:
         )
         # Pending now, after the read view: each is in the window, or spans LW (`_XaWait`).
         prepared = prepared_xids(self.conn)
-        # With its GTID position (MariaDB): a promoted replica must hold it (`lineage.locate`).
+        # With its GTID position (MariaDB's, or MySQL's GTID set): a promoted replica must hold
+        # it (`lineage.locate`).
         hw = gtid_head(self.conn).on(self.lineage)
         log.debug("Snapshot step 3 - High watermark %s for %s chunk %d", hw, name, chunk_id)
         log.debug("Snapshot step 4 - Replaying (%s, %s] onto %s chunk %d", lw, hw, name, chunk_id)
         hw, changes = self._window(lw, hw, prepared, waiting)
         if not changes:
-            return ChunkRead(chunk_id, lw, hw, _columns(self.mappings, raw), 0)
+            return ChunkRead(chunk_id, chunk, lw, hw, _columns(self.mappings, raw), 0)
         split, order = table.split_index, self.order
         if order is not None:
             order.prime(
@@ -316,7 +349,7 @@ class ChunkReader:
             pa.concat_arrays([column.filter(kept), m.to_arrow([r[i] for r in replaced], True)])
             for i, (m, column) in enumerate(zip(self.mappings, selected, strict=True))
         ]
-        return ChunkRead(chunk_id, lw, hw, columns, len(changes))
+        return ChunkRead(chunk_id, chunk, lw, hw, columns, len(changes))
 
     def _window(
         self, lw: BinlogOffset, hw: BinlogOffset, prepared: set[Xid], waiting: _XaWait

@@ -84,19 +84,37 @@ def plan_uneven(
     """
     if minimum is None:
         return [ChunkRange.all()]
-    order = sort_key or _identity
     ranges: list[ChunkRange] = []
     start: Key = None
     cursor = minimum
     while True:
-        end = next_chunk_max(cursor)
-        if end is not None and order(end) == order(cursor):
-            end = next_key_above(end)
+        end = chunk_end(cursor, next_chunk_max, next_key_above, sort_key)
         if end is None:
             ranges.append(ChunkRange(start, None))
             return ranges
         ranges.append(ChunkRange(start, end))
         start = cursor = end
+
+
+def chunk_end(
+    start: Key,
+    next_end: Callable[[Key], Key],
+    next_key_above: Callable[[Key], Key],
+    sort_key: SortKey | None = None,
+) -> Key:
+    """Where the chunk of about `chunk_size` keys from `start` ends (exclusive): `next_end`'s
+    key (the uneven split's `next_chunk_max`, or a read's `key_after_chunk`), moved to the next
+    distinct key above when it is `start`'s own (a chunk is never empty); `None`: the chunk
+    stays open above. `start` `None` is the smallest key.
+
+    One step of the uneven split, and how a chunk read cuts an open-ended chunk short: every
+    key still lands in exactly one chunk, the one whose `[start, end)` holds it.
+    """
+    order = sort_key or _identity
+    end = next_end(start)
+    if end is not None and start is not None and order(end) == order(start):
+        end = next_key_above(end)
+    return end
 
 
 def distribution_factor(minimum: int, maximum: int, rows: int) -> float:

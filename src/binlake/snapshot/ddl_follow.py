@@ -56,7 +56,7 @@ from binlake.mysql.schema_changes import column_changes, rows_after, unapplicabl
 from binlake.mysql.schema_history import SchemaChange, SchemaEntry, SchemaHistory, SchemaTracker
 from binlake.mysql.schema_source import ServerSchemas
 from binlake.snapshot.chunks import chunk_of
-from binlake.snapshot.ledger import ChunkResult, ChunkState
+from binlake.snapshot.ledger import ChunkResult, ChunkState, replanned
 from binlake.snapshot.planner import key_order
 from binlake.snapshot.row_filters import holds
 
@@ -166,6 +166,14 @@ class FollowedTable:
                 "in the new layout",
                 self.name, crossed.offset, [c.chunk_id for c in batch],
             )  # fmt: skip
+
+    def replan(self, results: list[ChunkResult]) -> list[ChunkState]:
+        """The plan rows a committed batch's reads add (`ledger.replanned`), taken into this
+        table's plan: a catch-up places each key in the chunk that read it."""
+        states = replanned(self.plan[0].split_column, results)
+        by_id = {c.chunk_id: c for c in self.plan} | {c.chunk_id: c for c in states}
+        self.plan = sorted(by_id.values(), key=lambda c: c.chunk_id)
+        return states
 
     def follow(self, mark_now: Callable[[list[ChunkResult]], None]) -> None:
         """Every DDL on the table up to the binlog head, followed in order."""

@@ -9,10 +9,17 @@ The ledger only grows by appends, since each commit lies on the snapshot's criti
 append costs Delta far less than a MERGE (docs/performance.md#what-bounds-each-figure): a plan
 row per chunk, and once chunks finish, a mark row each (no split column; its watermarks and row
 count).
-A chunk's state is its plan row with its newest mark applied (`current_chunks`); a chunk read
+A chunk's state is its plan row with its newest mark applied (`chunk_states`); a chunk read
 twice (a crash between bronze and ledger) is marked twice, and the newer mark holds the
 watermarks of the read bronze kept. Plan rows finished in place (ledgers written by a MERGE)
 read the same.
+
+The plan grows where a table grows during its snapshot: the read of the open-ended last chunk
+stops after about `chunk_size` keys (`chunk_reader.TailCut`), and the commit that marks it also
+appends a newer plan row for it with the range it read, plan rows for the chunks the same task
+read on from there, and the rest of the key space as the table's new open-ended chunk
+(`replanned`). The newest plan row of a chunk is its range, so a resumed snapshot reads on from
+the last recorded cut, and the ranges stay contiguous for the stream's high-watermark filter.
 """
 
 from __future__ import annotations
@@ -28,10 +35,8 @@ from pyspark.sql import types as T
 from binlake.errors import LedgerError
 from binlake.lake.tables import PathTable, local_frame
 from binlake.model.offsets import BinlogOffset
-from binlake.snapshot.chunks import ChunkRange, decode_key, encode_key
-
-PENDING = "pending"
-FINISHED = "finished"
+from binlake.snapshot.chunk_states import FINISHED, MARK, ChunkState, current_chunks
+from binlake.snapshot.chunks import ChunkRange, encode_key
 
 SCHEMA = T.StructType(
     [
@@ -56,24 +61,6 @@ SCHEMA = T.StructType(
 
 
 @dataclass(frozen=True, slots=True)
-class ChunkState:
-    """One ledger row."""
-
-    table: str
-    chunk_id: int
-    split_column: str
-    range: ChunkRange
-    status: str = PENDING
-    lw: BinlogOffset | None = None
-    hw: BinlogOffset | None = None
-    rows: int | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.status == FINISHED
-
-
-@dataclass(frozen=True, slots=True)
 class ChunkResult:
     """What a chunk read reports back for the ledger."""
 
@@ -82,6 +69,9 @@ class ChunkResult:
     lw: BinlogOffset
     hw: BinlogOffset
     rows: int
+    #: The range the read held where that is not the plan's: an open-ended chunk cut short, or
+    #: a chunk the read of one went on to (`replanned`); None: as planned.
+    range: ChunkRange | None = None
 
 
 class Ledger:
@@ -145,46 +135,42 @@ class Ledger:
         if self.exists():
             self._lake_table.delete(self._spark, F.col("table") == table)
 
-    def mark_finished(self, results: Iterable[ChunkResult]) -> None:
-        """One commit appending a mark per chunk: finished, with its watermarks and row count."""
+    def mark_finished(
+        self, results: Iterable[ChunkResult], planned: Sequence[ChunkState] = ()
+    ) -> None:
+        """One commit appending a mark per chunk (finished, with its watermarks and row count)
+        and the plan rows its reads added (`replanned`): a chunk is never marked read over a
+        range the ledger does not hold."""
         now = datetime.now(UTC)
         marks = [
             (r.table, r.chunk_id, MARK, None, None, FINISHED, r.lw.file, r.lw.pos, r.hw.file,
              r.hw.pos, r.rows, now, r.hw.gtid or None)
             for r in results
         ]  # fmt: skip
-        if marks:
-            self._append(marks)
+        if marks or planned:
+            self._append([*(_row(s) for s in planned), *marks])
 
 
-#: The split column of a mark row: a plan row always names one.
-MARK = ""
-#: What a mark row sets on its chunk's plan row.
-_MARKED = ("status", "lw_file", "lw_pos", "hw_file", "hw_pos", "rows", "hw_gtid")
+def replanned(split_column: str, results: Iterable[ChunkResult]) -> list[ChunkState]:
+    """The plan rows one table's batch of reads adds to its plan (pending: the batch's marks
+    finish those it read): each chunk read over a range its plan did not fix (`ChunkResult.range`:
+    the open-ended chunk cut short, the chunks its task read on to), and where the last of those
+    was cut short too, the rest of the key space above it as the table's new open-ended chunk.
 
-
-def current_chunks(rows: Iterable[Mapping[str, object]]) -> list[ChunkState]:
-    """The chunks that ledger rows record, ordered by table and chunk id: each plan row with its
-    newest mark (by `updated_at`) applied; a mark whose plan is gone (a table forgotten) is no
-    chunk."""
-    plans: dict[tuple[object, object], Mapping[str, object]] = {}
-    marks: dict[tuple[object, object], Mapping[str, object]] = {}
-    for row in rows:
-        key = (row["table"], row["chunk_id"])
-        if row["split_column"] != MARK:
-            plans[key] = row
-        elif key not in marks or _newer(row, marks[key]):
-            marks[key] = row
-    states = []
-    for key, plan in plans.items():
-        mark = marks.get(key)
-        merged = plan if mark is None else {**plan, **{c: mark.get(c) for c in _MARKED}}
-        states.append(chunk_state(dict(merged)))
-    return sorted(states, key=lambda s: (s.table, s.chunk_id))
-
-
-def _newer(row: Mapping[str, object], than: Mapping[str, object]) -> bool:
-    return row["updated_at"] > than["updated_at"]  # type: ignore[operator]
+    The open-ended chunk always has its table's largest id (`plan_even`, `plan_uneven` put it
+    last, and this keeps it so), so the chunks its reads go on to take the ids after it."""
+    states = sorted(
+        (
+            ChunkState(r.table, r.chunk_id, split_column, r.range)
+            for r in results
+            if r.range is not None
+        ),
+        key=lambda s: s.chunk_id,
+    )
+    if states and (last := states[-1]).range.end is not None:
+        rest = ChunkRange(last.range.end, None)
+        states.append(ChunkState(last.table, last.chunk_id + 1, split_column, rest))
+    return states
 
 
 def snapshot_rows(chunks: Iterable[ChunkState], table: str) -> int | None:
@@ -224,25 +210,4 @@ def _row(state: ChunkState) -> tuple[object, ...]:
         state.rows,
         datetime.now(UTC),
         (state.hw.gtid or None) if state.hw else None,
-    )
-
-
-def chunk_state(row: dict[str, object]) -> ChunkState:
-    """A ledger row (as a dict) as the chunk it records."""
-
-    def offset(prefix: str) -> BinlogOffset | None:
-        file, pos = row[f"{prefix}_file"], row[f"{prefix}_pos"]
-        if file is None or pos is None:
-            return None
-        return BinlogOffset(str(file), int(pos), str(row.get(f"{prefix}_gtid") or ""))  # type: ignore[call-overload]
-
-    return ChunkState(
-        table=str(row["table"]),
-        chunk_id=int(row["chunk_id"]),  # type: ignore[call-overload]
-        split_column=str(row["split_column"]),
-        range=ChunkRange(decode_key(row["start"]), decode_key(row["end"])),  # type: ignore[arg-type]
-        status=str(row["status"]),
-        lw=offset("lw"),
-        hw=offset("hw"),
-        rows=int(row["rows"]) if row["rows"] is not None else None,  # type: ignore[call-overload]
     )

@@ -3,19 +3,63 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pymysql
 
 from binlake.config.settings import SnapshotConfig
+from binlake.model.counts import counted
 from binlake.model.schema import TableSchema
 from binlake.model.typemap import enum_values, split_key
 from binlake.mysql.collation import CollationOrder, needs_collation
 from binlake.mysql.connection import query
-from binlake.snapshot.chunks import ChunkRange, distribution_factor, plan_even, plan_uneven
+from binlake.snapshot.chunks import ChunkRange, Key, distribution_factor, plan_even, plan_uneven
 
 log = logging.getLogger(__name__)
+
+#: Runs a query (SQL with `%s` placeholders, its arguments): its first row's first value, None
+#: when it returns no row.
+FetchValue = Callable[[str, tuple[Any, ...]], Any]
+
+
+def first_value(rows: Sequence[Sequence[Any]]) -> Any:
+    """A query's rows → its first row's first value (None: no row)."""
+    return rows[0][0] if rows else None
+
+
+class KeySteps:
+    """The split key's stepping queries (`chunks.chunk_end`), asked through `fetch`: the
+    planner's connection, or a chunk read's own snapshot, which cuts an open-ended chunk short
+    after its first `chunk_size` keys. Bounds go in as parameters, results come back
+    normalised, as chunk bounds are kept."""
+
+    def __init__(self, table: TableSchema, chunk_size: int, fetch: FetchValue) -> None:
+        split = split_key(table.column(table.split_column))
+        self._k, self._t, self._normalize = split.sql, table.sql_name, split.normalize
+        self._chunk_size = chunk_size
+        self._fetch = fetch
+
+    def next_chunk_max(self, start: Key) -> Key:
+        """The largest of the `chunk_size` smallest keys from `start` (the planner's step)."""
+        k, t = self._k, self._t
+        sql = (
+            f"SELECT MAX({k}) FROM (SELECT {k} FROM {t} WHERE {k} >= %s "
+            f"ORDER BY {k} LIMIT %s) AS next_chunk"
+        )
+        return self._normalize(self._fetch(sql, (start, self._chunk_size)))
+
+    def key_after_chunk(self, start: Key) -> Key:
+        """The key after the `chunk_size` smallest from `start` (None: the smallest key), where
+        a chunk of `chunk_size` keys ends; None when there are no more keys than that."""
+        k, t = self._k, self._t
+        where, args = (f"WHERE {k} >= %s ", (start,)) if start is not None else ("", ())
+        sql = f"SELECT {k} FROM {t} {where}ORDER BY {k} LIMIT 1 OFFSET %s"
+        return self._normalize(self._fetch(sql, (*args, self._chunk_size)))
+
+    def next_key_above(self, key: Key) -> Key:
+        sql = f"SELECT MIN({self._k}) FROM {self._t} WHERE {self._k} > %s"
+        return self._normalize(self._fetch(sql, (key,)))
 
 
 class MemberOrder:
@@ -57,21 +101,17 @@ def plan_table(
         if options.distribution_factor_lower <= factor <= options.distribution_factor_upper:
             ranges = plan_even(int(low), int(high), options.chunk_size, factor)
             log.info(
-                "planned %s: %d chunks, even split (factor %.2f, %d rows)",
-                table.qualified, len(ranges), factor, rows,
+                "planned %s: %s by even key steps (about %s; keys span %.1f× the row count)",
+                table.qualified, counted(len(ranges), "chunk"), counted(int(rows), "row"), factor,
             )  # fmt: skip
             return ranges
 
-    def next_chunk_max(start: Any) -> Any:
-        sql = (
-            f"SELECT MAX({k}) FROM (SELECT {k} FROM {t} WHERE {k} >= %s "
-            f"ORDER BY {k} LIMIT %s) AS next_chunk"
-        )
-        return normalize(query(conn, sql, (start, options.chunk_size))[0][0])
-
-    def next_key_above(key: Any) -> Any:
-        return normalize(query(conn, f"SELECT MIN({k}) FROM {t} WHERE {k} > %s", (key,))[0][0])
-
-    ranges = plan_uneven(low, next_chunk_max, next_key_above, key_order(conn, table))
-    log.info("planned %s: %d chunks, uneven split (%d rows)", table.qualified, len(ranges), rows)
+    steps = KeySteps(
+        table, options.chunk_size, lambda sql, args: first_value(query(conn, sql, args))
+    )
+    ranges = plan_uneven(low, steps.next_chunk_max, steps.next_key_above, key_order(conn, table))
+    log.info(
+        "planned %s: %s by counted keys (about %s)",
+        table.qualified, counted(len(ranges), "chunk"), counted(int(rows), "row"),
+    )  # fmt: skip
     return ranges

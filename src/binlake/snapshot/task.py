@@ -12,6 +12,13 @@ and observations work on Spark Connect, where accumulators do not exist. Only th
 chunks marked finished in the ledger. Tables run side by side (`ChunkScheduler`), and one ledger
 MERGE marks the batches of many tables, so a small table costs about one bronze commit. One
 pass: nothing is staged or read twice.
+
+A table appended to during its snapshot is read in chunks of about `chunk_size` rows: the task
+that reads the open-ended last chunk cuts it short where its first `chunk_size` keys end
+(`chunk_reader.TailCut`) and goes on with the rest as the next chunk, up to a commit batch of
+them; the ledger records each range read (`ledger.replanned`), and the rest, if any, is the
+table's next batch. Each read is corrected by its own watermarks, as any chunk is. Readers pace
+themselves to `snapshot.max_rows_per_second` (`pacing`).
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pymysql
@@ -51,6 +59,7 @@ from binlake.lake.tables import (
     column_mapping,
     create_schemas,
 )
+from binlake.model.counts import counted
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.mysql.column_rules import lake_view, projection
@@ -63,6 +72,7 @@ from binlake.snapshot.chunk_reader import ChunkRead, ChunkReader
 from binlake.snapshot.chunks import ChunkRange, decode_key, encode_key
 from binlake.snapshot.ddl_follow import DdlWatch, FollowedTable, Resnapshot
 from binlake.snapshot.ledger import ChunkResult, ChunkState, Ledger
+from binlake.snapshot.pacing import RowBudget, reader_share
 from binlake.snapshot.planner import plan_table
 from binlake.snapshot.resets import PendingResets, reset_table
 from binlake.snapshot.row_filters import check_row_filters, filtered_rows
@@ -71,8 +81,9 @@ from binlake.snapshot.table_rules import TableRules
 log = logging.getLogger(__name__)
 
 #: What a task reports per chunk it read: (chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows,
-#: hw_gtid: the GTID position at the HW, "" where unknown).
-ChunkReport = tuple[int, str, int, str, int, int, str]
+#: hw_gtid: the GTID position at the HW, "" where unknown, start, end: the range read, as the
+#: ledger encodes keys).
+ChunkReport = tuple[int, str, int, str, int, int, str, str | None, str | None]
 #: The column a chunk's report travels in: one row per chunk read, whose other columns are null.
 REPORT = "_report"
 REPORT_TYPE = pa.struct(
@@ -84,6 +95,8 @@ REPORT_TYPE = pa.struct(
         ("hw_pos", pa.int64()),
         ("rows", pa.int64()),
         ("hw_gtid", pa.string()),
+        ("start", pa.string()),
+        ("end", pa.string()),
     ]
 )
 
@@ -137,8 +150,9 @@ def _run_snapshot(
         sum(r.rows for r in rounds), time.monotonic() - started,
     )  # fmt: skip
     log.info(
-        "snapshot complete: %d chunks (%d read now), %d rows in %.1f s",
-        summary.chunks, summary.chunks_read, summary.rows, summary.seconds,
+        "snapshot complete: %s (%d read now), %s in %.1f s",
+        counted(summary.chunks, "chunk"), summary.chunks_read, counted(summary.rows, "row"),
+        summary.seconds,
         extra=event("snapshot", chunks, rows=summary.rows, seconds=summary.seconds),
     )  # fmt: skip
     return summary
@@ -199,10 +213,10 @@ def _snapshot_round(
     known.update({name: [base] for name, base in bases.items()})
     for name in again:
         resets.end(name)
-    progress = Progress(plans, started)
+    progress = Progress(plans, started, config.snapshot.max_rows_per_second)
     log.info(
-        "snapshot: %d tables, %d chunks, %d already finished",
-        len(tables), progress.total, progress.done,
+        "snapshot: %s, %s, %d already finished",
+        counted(len(tables), "table"), counted(progress.total, "chunk"), progress.done,
     )  # fmt: skip
     work = [
         (t, plans[t.qualified], known[t.qualified][-1])
@@ -221,23 +235,38 @@ def _snapshot_round(
     for table in tables:  # made now, or emptied by a reset (which drops its clustering)
         if table.qualified not in resnapshot:
             apply_layout(spark, config, table, bronze_table(config, table), cluster=True)
-    chunks = {t.qualified: len(plans[t.qualified]) for t in tables}
+    chunks = {t.qualified: progress.chunks(t.qualified) for t in tables}
     return _Round(chunks, progress.read, progress.rows, resnapshot)
 
 
 class Progress:
-    """Chunks and tables finished (marked in the ledger) so far, for the progress lines."""
+    """Chunks and tables finished (marked in the ledger) so far, for the progress lines; with
+    `cap`, the rate they show is against `snapshot.max_rows_per_second`."""
 
-    def __init__(self, plans: dict[str, list[ChunkState]], started: float) -> None:
+    def __init__(self, plans: dict[str, list[ChunkState]], started: float, cap: int = 0) -> None:
         self.started = started
-        self.total = sum(len(p) for p in plans.values())
+        self.cap = cap
+        self._chunks = {table: {c.chunk_id for c in plan} for table, plan in plans.items()}
         self.done = sum(1 for p in plans.values() for c in p if c.finished)
         self._unfinished = {
             table: {c.chunk_id for c in plan if not c.finished} for table, plan in plans.items()
         }
         self.read = self.rows = 0
 
-    def add(self, results: list[ChunkResult]) -> None:
+    @property
+    def total(self) -> int:
+        return sum(len(ids) for ids in self._chunks.values())
+
+    def chunks(self, table: str) -> int:
+        """`table`'s chunks: its plan's, and those its reads added."""
+        return len(self._chunks[table])
+
+    def add(self, results: list[ChunkResult], planned: Sequence[ChunkState] = ()) -> None:
+        """Chunks read and marked; `planned`: the plan rows their reads added (`replanned`),
+        the chunks a table grew by among them."""
+        for state in planned:
+            self._chunks[state.table].add(state.chunk_id)
+            self._unfinished[state.table].add(state.chunk_id)
         for result in results:
             self._unfinished[result.table].discard(result.chunk_id)
         self.read += len(results)
@@ -248,9 +277,10 @@ class Progress:
         elapsed = time.monotonic() - self.started
         tables_done = sum(1 for chunks in self._unfinished.values() if not chunks)
         log.info(
-            "snapshot: chunks %d/%d done, tables %d/%d, %d rows read, %.0f rows/s",
+            "snapshot: chunks %d/%d done, tables %d/%d, %d rows read, %.0f rows/s%s",
             self.done + self.read, self.total, tables_done, len(self._unfinished), self.rows,
-            self.rows / elapsed if elapsed else 0.0, extra=commit,
+            self.rows / elapsed if elapsed else 0.0,
+            f" (capped at {self.cap})" if self.cap else "", extra=commit,
         )  # fmt: skip
 
 
@@ -270,7 +300,9 @@ class ChunkScheduler:
     and their bronze commit replaces the rows (see `read_and_commit`).
 
     Concurrent jobs must not share a replica server id (the server would evict one binlog
-    replay): slot `s` reads with ids `low + s * parallelism + partition`.
+    replay): slot `s` reads with ids `low + s * parallelism + partition`. Each of the
+    `parallelism` readers of each slot paces itself to its share of
+    `snapshot.max_rows_per_second` (`pacing`).
     """
 
     def __init__(
@@ -294,6 +326,7 @@ class ChunkScheduler:
         self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._resnapshot: dict[str, str] = {}
+        self._reader_rate = 0.0  # rows a second each reader may read (0: no cap), set by `run`
 
     def run(self, work: list[tuple[TableSchema, list[ChunkState], SchemaEntry]]) -> dict[str, str]:
         """Every table's pending chunks read, committed and marked; the first failure raised
@@ -302,6 +335,8 @@ class ChunkScheduler:
         slots = min(self.config.table_slots, len(work))
         for slot in range(slots):
             self._slots.put(slot)
+        options = self.config.snapshot
+        self._reader_rate = reader_share(options.max_rows_per_second, slots * options.parallelism)
         pool = ThreadPoolExecutor(slots, thread_name_prefix="binlake-snapshot")
         try:
             failure = self._mark_until_done({pool.submit(self.copy_table, *w) for w in work})
@@ -349,9 +384,12 @@ class ChunkScheduler:
         queued is marked with its latest entry."""
         latest = {(r.table, r.chunk_id): r for c in committed for r in c.results}
         if latest:
+            planned = [s for c in committed for s in c.planned]
             self.lease.check()
-            self.ledger.mark_finished(latest.values())
-            self.progress.add([r for c in committed if c.marked is None for r in c.results])
+            self.ledger.mark_finished(latest.values(), planned)
+            self.progress.add(
+                [r for c in committed if c.marked is None for r in c.results], planned
+            )
             marked = latest.values()
             self.progress.report(
                 event(
@@ -388,20 +426,24 @@ class ChunkScheduler:
                                      rules.column_rule_of(table.qualified) is not None)  # fmt: skip
 
             def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
-                return read_and_commit(self.spark, self.config, self.source, schema, batch, slot)
+                return read_and_commit(self.spark, self.config, self.source, schema, batch, slot,
+                                       self._reader_rate)  # fmt: skip
 
-            chunks = [c for c in plan if not c.finished]
+            chunks = deque(c for c in plan if not c.finished)
             batch_size = self.config.snapshot.commit_batch
-            for i in range(0, len(chunks), batch_size):
+            while chunks:
                 if self._stop.is_set():
                     return
-                batch = chunks[i : i + batch_size]
+                batch = [chunks.popleft() for _ in range(min(batch_size, len(chunks)))]
                 try:
                     results = followed.read(batch, read_batch, self._mark_now)
                 except Resnapshot as why:
                     self._resnapshot[table.qualified] = str(why)
                     return
-                self._committed.put(_Committed(results))
+                planned = followed.replan(results)
+                read = {r.chunk_id for r in results}
+                chunks.extend(c for c in planned if c.chunk_id not in read)  # the rest, if any
+                self._committed.put(_Committed(results, planned=planned))
         finally:
             self._slots.put(slot)
             self._committed.put(_Committed([]))  # wakes the marking loop: the thread has ended
@@ -414,6 +456,8 @@ class _Committed:
 
     results: list[ChunkResult]
     marked: threading.Event | None = None
+    #: The plan rows the reads added (`ledger.replanned`), in the same ledger commit.
+    planned: list[ChunkState] = field(default_factory=list)
 
 
 def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[TableSchema]:
@@ -454,9 +498,12 @@ def read_chunks(
     table: TableSchema,
     chunks: list[ChunkState],
     slot: int = 0,
+    reader_rate: float = 0.0,
 ) -> tuple[DataFrame, Observation]:
     """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily; its
-    tasks use the server ids of `slot` (see `ChunkScheduler`).
+    tasks use the server ids of `slot` (see `ChunkScheduler`), each reading at most
+    `reader_rate` rows a second (0: no cap). The task holding the open-ended chunk may read on
+    past it (`ChunkBatchReader`).
 
     The rows carry the bronze columns, without the rows `source.row_filters` drops (judged at
     each chunk's HW); the observation holds the chunks' reports once the
@@ -468,7 +515,9 @@ def read_chunks(
     indexes = spark.range(0, len(descriptors), 1, slices)  # no SparkContext on Spark Connect
     server_id_base = config.snapshot_server_id(slot * config.snapshot.parallelism)
     lineage = source_lineage(driver_files(spark), config, source)
-    reader = ChunkBatchReader(source, table, server_id_base, descriptors, lineage)
+    reader = ChunkBatchReader(source, table, server_id_base, descriptors, lineage,
+                              TailReads(config.snapshot.chunk_size, config.snapshot.commit_batch),
+                              reader_rate)  # fmt: skip
     schema = T.StructType(
         [
             *bronze_schema(lake_view(source, table)).fields,
@@ -497,6 +546,8 @@ def chunk_reports(observation: Observation) -> list[ChunkReport]:
             r["hw_pos"],
             r["rows"],
             r.get("hw_gtid") or "",
+            r.get("start"),  # JSON leaves an open side's null out
+            r.get("end"),
         )
         # none: `chunk_results` refuses the batch
         for r in json.loads(observation.get.get("reports") or "[]")
@@ -510,13 +561,18 @@ def read_and_commit(
     table: TableSchema,
     batch: list[ChunkState],
     slot: int,
+    reader_rate: float = 0.0,
 ) -> list[ChunkResult]:
-    rows, reports = read_chunks(spark, config, source, table, batch, slot)
+    """The batch read and committed to bronze: its chunks' rows replace theirs, and where it
+    holds the open-ended chunk, the rows of every chunk id above it too (chunks its reads went
+    on to in a run that crashed before the ledger recorded them)."""
+    rows, reports = read_chunks(spark, config, source, table, batch, slot, reader_rate)
     bronze = bronze_table(config, table)
+    tail = next((c.chunk_id for c in batch if c.range.end is None), None)
     try:
         landed = lake_view(source, table).column_names
         created = {**column_mapping(landed), STATS_COLUMNS: BRONZE_STATS_COLUMNS}
-        bronze.replace_chunks(spark, rows, [c.chunk_id for c in batch], created)
+        bronze.replace_chunks(spark, rows, [c.chunk_id for c in batch], created, tail)
     except Exception as failure:  # a chunk read's own error, raised in a Spark task
         raise carried_by(failure) or failure from None
     return chunk_results(table, batch, chunk_reports(reports))
@@ -525,24 +581,50 @@ def read_and_commit(
 def chunk_results(
     table: TableSchema, batch: list[ChunkState], reports: list[ChunkReport]
 ) -> list[ChunkResult]:
-    """The ledger entries of a committed batch; refuses anything but one report per chunk."""
-    expected = sorted(c.chunk_id for c in batch)
+    """The ledger entries of a committed batch: one report per chunk of the batch, and one per
+    chunk the read of its open-ended chunk went on to (the ids straight after it); anything
+    else is refused. An open-ended chunk cut short, and each chunk read on to, carries the range
+    read (`ChunkResult.range`)."""
+    planned = {c.chunk_id: c.range for c in batch}
+    expected = sorted(planned)
     reported = sorted(r[0] for r in reports)
-    if reported != expected:
+    tail = next((i for i, r in planned.items() if r.end is None), None)
+    went_on = reported[len(expected) :]
+    if reported[: len(expected)] != expected or (
+        went_on and (tail is None or went_on != list(range(tail + 1, tail + 1 + len(went_on))))
+    ):
         raise RuntimeError(
             f"{table.qualified}: chunk reports {reported} do not match the batch {expected}; "
             "the batch is not marked finished and will be read again"
         )
+
+    def read_over(chunk_id: int, start: str | None, end: str | None) -> ChunkRange | None:
+        cut = chunk_id not in planned or (planned[chunk_id].end is None and end is not None)
+        return ChunkRange(decode_key(start), decode_key(end)) if cut else None
+
     return [
         ChunkResult(table.qualified, chunk_id, BinlogOffset(lw_file, lw_pos),
-                    BinlogOffset(hw_file, hw_pos, hw_gtid), rows)
-        for chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows, hw_gtid in reports
+                    BinlogOffset(hw_file, hw_pos, hw_gtid), rows, read_over(chunk_id, start, end))
+        for chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows, hw_gtid, start, end in reports
     ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TailReads:
+    """How a task reads the open-ended chunk: `rows` keys a read (`chunk_reader.TailCut`), and
+    at most `chunks` reads in a row before the rest is left to the next batch (a table appended
+    to faster than it is read never holds one task, nor its commit, forever)."""
+
+    rows: int
+    chunks: int
 
 
 class ChunkBatchReader:
     """The `mapInArrow` function: reads the chunks of its partition one after another, each as
-    its rows, then its report.
+    its rows, then its report; waits after each read as its `rows_per_second` asks.
+
+    The open-ended chunk is read `tail.rows` keys at a time: a read that cut it short goes on
+    with the rest as the next chunk id (`reads_of`).
 
     Partition `i` of the batch uses replica server id `base + i`, so concurrent binlog replays
     never evict each other.
@@ -555,12 +637,16 @@ class ChunkBatchReader:
         server_id_base: int,
         descriptors: list[tuple[int, str | None, str | None]],
         lineage: int,
+        tail: TailReads,
+        rows_per_second: float = 0.0,
     ) -> None:
         self.source = source
         self.table = table
         self.server_id_base = server_id_base
         self.descriptors = descriptors  # (chunk_id, start, end) by the index the task receives
         self.lineage = lineage  # whose coordinates the watermarks are (`lineage`)
+        self.tail = tail
+        self.rows_per_second = rows_per_second
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
@@ -568,15 +654,33 @@ class ChunkBatchReader:
         view = lake_view(self.source, self.table)
         names = [*view.column_names, *BRONZE_COLUMNS.fieldNames(), REPORT]
         project = projection(self.source, self.table)
-        with ChunkReader(self.source, self.table, server_id, lineage=self.lineage) as reader:
+        budget = RowBudget(self.rows_per_second)
+        with ChunkReader(self.source, self.table, server_id, lineage=self.lineage,
+                         tail_rows=self.tail.rows) as reader:  # fmt: skip
             for batch in batches:
                 for index in batch.column(0).to_pylist():
                     chunk_id, start, end = self.descriptors[index]
-                    read = reader.read(chunk_id, ChunkRange(decode_key(start), decode_key(end)))
-                    landed = project.arrays(read.columns)
-                    rows = [*_rows_at_hw(read, landed), pa.nulls(read.rows, REPORT_TYPE)]
-                    yield pa.RecordBatch.from_arrays(rows, names=names)
-                    yield pa.RecordBatch.from_arrays(_report(read, rows), names=names)
+                    chunk = ChunkRange(decode_key(start), decode_key(end))
+                    for read in reads_of(reader, chunk_id, chunk, self.tail.chunks):
+                        landed = project.arrays(read.columns)
+                        rows = [*_rows_at_hw(read, landed), pa.nulls(read.rows, REPORT_TYPE)]
+                        yield pa.RecordBatch.from_arrays(rows, names=names)
+                        yield pa.RecordBatch.from_arrays(_report(read, rows), names=names)
+                        time.sleep(budget.spend(read.rows))
+
+
+def reads_of(
+    reader: ChunkReader, chunk_id: int, chunk: ChunkRange, most: int
+) -> Iterator[ChunkRead]:
+    """The chunk's read and, where that cut the open-ended chunk short, the reads of the rest as
+    chunks `chunk_id + 1, ...` (the open-ended chunk has its table's largest id), until one is
+    not cut short or `most` reads are done."""
+    for n in range(most):
+        read = reader.read(chunk_id + n, chunk)
+        yield read
+        if chunk.end is not None or read.range.end is None:
+            return
+        chunk = ChunkRange(read.range.end, None)
 
 
 def _report(read: ChunkRead, rows: list[pa.Array]) -> list[pa.Array]:
@@ -589,6 +693,8 @@ def _report(read: ChunkRead, rows: list[pa.Array]) -> list[pa.Array]:
         "hw_pos": read.hw.pos,
         "rows": read.rows,
         "hw_gtid": read.hw.gtid or None,
+        "start": encode_key(read.range.start),
+        "end": encode_key(read.range.end),
     }
     return [*(pa.nulls(1, column.type) for column in rows[:-1]), pa.array([report], REPORT_TYPE)]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,76 @@ def test_commands_do_not_import_the_databricks_sdk_to_parse_arguments() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "[]"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_scripts_complete_every_command(
+    capsys: pytest.CaptureFixture[str], shell: str
+) -> None:
+    assert main(["completion", shell]) == 0
+    script = capsys.readouterr().out
+    for command in ("init", "plan", "snapshot", "stream", "status", "verify", "bundle"):
+        assert command in script
+    assert "--password-env" in script and "--config" in script
+
+
+def test_init_refuses_an_existing_file_before_it_asks_for_a_password(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    existing = tmp_path / "binlake.yml"
+    existing.write_text("mine\n")
+    assert main(["init", "--database", "shop", "--output", str(existing)]) == 2
+    assert "exists: binlake init does not overwrite it" in capsys.readouterr().err
+    assert existing.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "next_command"),
+    [
+        (["snapshot", "--config", "binlake.yml"], "binlake stream --config binlake.yml"),
+        (
+            ["snapshot", "--set", "source.database=shop", "--set", "lake.root=/l"],
+            "binlake stream --set source.database=shop --set lake.root=/l",
+        ),
+        (
+            ["snapshot", "--set", "lake.root=/my lake", "--set", "source.password=hunter2"],
+            "binlake stream --set 'lake.root=/my lake' --set 'source.password=…'",
+        ),
+    ],
+)
+def test_a_closing_line_names_the_next_command_with_this_runs_config(
+    argv: list[str], next_command: str
+) -> None:
+    from binlake.jobs.cli import _next
+
+    assert _next(build_parser().parse_args(argv), "stream") == next_command
+
+
+def test_a_catch_ups_closing_words_count_its_batches_and_records() -> None:
+    from binlake.jobs.cli import caught_up_text
+    from binlake.stream.task import StreamSummary
+
+    assert caught_up_text(StreamSummary(1, 3042, 12.34)) == (
+        "caught up: 1 batch, 3,042 binlog records in 12.3 s"
+    )
+    assert caught_up_text(StreamSummary(0, 0, 0.5)).startswith("caught up: 0 batches, 0 binlog")
+
+
+def test_every_secret_key_of_the_config_is_kept_out_of_closing_lines() -> None:
+    from pydantic import BaseModel, SecretStr
+
+    from binlake.config.settings import Config
+    from binlake.jobs.cli import _SECRET_KEYS
+
+    def secret_fields(model: type[BaseModel]) -> set[str]:
+        found = set()
+        for name, field in model.model_fields.items():
+            hint = str(field.annotation)
+            if SecretStr.__name__ in hint:
+                found.add(name)
+            for arg in getattr(field.annotation, "__args__", (field.annotation,)):
+                if isinstance(arg, type) and issubclass(arg, BaseModel):
+                    found |= secret_fields(arg)
+        return found
+
+    assert secret_fields(Config) == _SECRET_KEYS

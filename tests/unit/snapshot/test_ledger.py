@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from binlake.model.offsets import BinlogOffset
+from binlake.snapshot.chunk_states import FINISHED, MARK, PENDING, current_chunks
 from binlake.snapshot.chunks import encode_key
-from binlake.snapshot.ledger import FINISHED, MARK, PENDING, current_chunks
 
 T0 = datetime(2026, 11, 28, tzinfo=UTC)
 

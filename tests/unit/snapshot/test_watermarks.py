@@ -9,8 +9,8 @@ from binlake.errors import SnapshotIncompleteError
 from binlake.model.changes import Op, Row, RowChange, split_key_change
 from binlake.model.offsets import BinlogOffset, ChangePosition
 from binlake.model.schema import Column, TableSchema
+from binlake.snapshot.chunk_states import FINISHED, PENDING, ChunkState
 from binlake.snapshot.chunks import ChunkRange
-from binlake.snapshot.ledger import FINISHED, PENDING, ChunkState
 from binlake.snapshot.watermarks import TableWatermarks, WatermarkFilter
 from binlake.stream.task import chunk_marks
 

@@ -1,0 +1,46 @@
+"""`snapshot.max_rows_per_second`: the rows a snapshot reads from the source, capped.
+
+Chunk reads run in Spark tasks, up to `parallelism` per table and `concurrent_tables` tables at
+once, in executor processes that share no memory. So the cap is split before the reads start:
+each reader paces itself to its share (`reader_share`), and together they never read faster
+than the cap, whichever of them run at a given moment.
+
+A reader learns how many rows it read only once its SELECT has returned, so it pays after each
+read and may go into debt (a chunk can hold more rows than its share allows in a second), then
+waits the debt off before it reads again: a token bucket that holds no saved tokens. A reader
+slower than its share saves nothing for later, so the cap holds over every stretch of a run,
+never only on average; a reader's rows by time `t` stay within `share × t` plus the read in
+flight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def reader_share(max_rows_per_second: float, readers: int) -> float:
+    """Each of `readers` readers' share of the cap (0: no cap)."""
+    return max_rows_per_second / readers if max_rows_per_second > 0 else 0.0
+
+
+class RowBudget:
+    """One reader's pacing: `rate` rows a second (0: unpaced). `spend` after each read says how
+    long to wait before the next."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._at = clock()
+        self._balance = 0.0  # rows the reader may read now: never above 0, below it a debt
+
+    def spend(self, rows: int) -> float:
+        """Account `rows` just read; the seconds to wait before the next read (0: none). The
+        time since the last call earned `rate` rows a second towards them, but earns nothing
+        past a zero balance. A caller that does not wait keeps its debt."""
+        if self.rate <= 0:
+            return 0.0
+        now = self._clock()
+        self._balance = min(0.0, self._balance + (now - self._at) * self.rate - rows)
+        self._at = now
+        return -self._balance / self.rate
