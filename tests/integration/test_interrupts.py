@@ -5,6 +5,7 @@ tracebacks, and the same command run again resumes where it stopped."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,10 +31,10 @@ COMMANDS = {
 }
 
 
-def _interrupted(config_file: Path, command: str, sql: Any) -> tuple[int, list[str]]:
+def _interrupted(config_file: Path, command: str, sql: Any) -> tuple[int, str, list[str]]:
     """`binlake COMMAND` in a child process, sent SIGINT as a terminal's Ctrl-C sends it (to its
-    whole process group) once it logs its first line of progress; (its exit status, the stderr
-    lines it wrote after the signal)."""
+    whole process group) once it logs its first line of progress; (its exit status, that line,
+    the stderr lines it wrote after the signal)."""
     args, progress = COMMANDS[command]
     child = subprocess.Popen(
         [sys.executable, "-m", "binlake", *args, "--config", str(config_file)],
@@ -52,7 +53,13 @@ def _interrupted(config_file: Path, command: str, sql: Any) -> tuple[int, list[s
         raise AssertionError(f"binlake {command} ended before its first progress line")
     os.killpg(child.pid, signal.SIGINT)
     after = child.stderr.read().splitlines()
-    return child.wait(timeout=120), after
+    return child.wait(timeout=120), line, after
+
+
+def _numbers(pattern: str, line: str) -> list[int]:
+    found = re.search(pattern, line)
+    assert found is not None, f"{pattern!r} not in {line!r}"
+    return [int(g) for g in found.groups()]
 
 
 @pytest.mark.parametrize(
@@ -64,22 +71,39 @@ def _interrupted(config_file: Path, command: str, sql: Any) -> tuple[int, list[s
 def test_ctrl_c_stops_with_one_line_and_the_rerun_resumes(
     spark: Any, sql: Any, make_config: Any, tmp_path: Path, command: str
 ) -> None:
-    """On the parent commit: exit 130 after 251 lines of tracebacks (snapshot) or 115 (a
-    continuous stream), and no word of what to do."""
+    """On an earlier commit: exit 130 after 251 lines of tracebacks (snapshot) or 115 (a
+    continuous stream), and no word of what to do. A snapshot stopped so then left the chunks
+    it was reading uncommitted, and its rerun read them again (with the default commit batch
+    of ~1M rows: the whole table).
+
+    The snapshot's reads are paced (120 rows/s, a batch of 3 chunks in ~1 s) so that a batch
+    is in flight when the signal lands: it is committed before the command stops."""
     seed_items(sql, 1000)
     config = make_config(
-        snapshot={"chunk_size": 40, "parallelism": 1, "chunks_per_commit": 3},
+        snapshot={"chunk_size": 40, "parallelism": 1, "chunks_per_commit": 3,
+                  "max_rows_per_second": 120},
         stream={"trigger_interval": "1s"},
-    )
+    )  # fmt: skip
     if command == "stream":
         commands.snapshot(spark, config)
-    status, after = _interrupted(write_config(config, tmp_path / "binlake.yml"), command, sql)
+    config_file = write_config(config, tmp_path / "binlake.yml")
+    status, progress, after = _interrupted(config_file, command, sql)
     assert status == 130, "\n".join(after[-40:])
-    assert len(after) <= 2, "\n".join(after)
     assert after[-1].startswith(f"binlake: interrupted: {command} stopped"), after
     assert "run the same command again" in after[-1]
     assert not (tmp_path / "spark-warehouse").exists(), "a warehouse left where the command ran"
-    commands.snapshot(spark, config)
+    if command == "stream":
+        assert len(after) <= 2, "\n".join(after)
+        commands.snapshot(spark, config)
+    else:
+        assert len(after) <= 4 and "stopping: the chunks being read are committed" in after[0], (
+            "\n".join(after)
+        )
+        (at_signal,) = _numbers(r"chunks (\d+)/", progress)
+        committed, total = _numbers(r"(\d+)/(\d+) chunks committed", after[-1])
+        assert committed >= min(at_signal + 3, total), (progress, after)  # the batch in flight
+        rerun = commands.snapshot(spark, config)
+        assert rerun.chunks_read == total - committed  # the rest, nothing committed again
     sql("UPDATE items SET qty = qty + 2 WHERE id > 900")
     commands.stream(spark, config, available_now=True)
     assert_silver_is_source(spark, sql, config, "items")

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    terminate_as_interrupt()
     pause = _job_pause(args)
     try:
         return _run_command(args, pause)
@@ -86,9 +90,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = "" if args.verbose else " (run with -v for the traceback)"
         print(f"binlake: error: unexpected {type(exc).__name__}: {first}{hint}", file=sys.stderr)
         return UNEXPECTED_EXIT
-    except KeyboardInterrupt:
-        print(f"binlake: interrupted: {_interrupted(args.command)}", file=sys.stderr)
+    except KeyboardInterrupt as stop:  # a command that stopped cleanly says what it left
+        print(f"binlake: interrupted: {stop or _interrupted(args.command)}", file=sys.stderr)
         return INTERRUPTED_EXIT
+
+
+def terminate_as_interrupt() -> None:
+    """From now on a SIGTERM (`kill`, a service manager's stop) is handled as a Ctrl-C: whatever
+    SIGINT handler is in place then (a snapshot finishing its reads, the quiet stop) decides,
+    and the command ends with the same one line. Only the main thread may set handlers."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: os.kill(os.getpid(), signal.SIGINT))
 
 
 def _log_level(command: str) -> int:

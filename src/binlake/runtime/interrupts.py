@@ -13,11 +13,14 @@ import contextlib
 import logging
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 
 from pyspark.sql import SparkSession
 
 from binlake.runtime.spark import is_connect
+
+log = logging.getLogger(__name__)
 
 
 def quiet_interrupts(spark: SparkSession) -> None:
@@ -44,6 +47,38 @@ def quiet_interrupts(spark: SparkSession) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupted)
+
+
+@contextlib.contextmanager
+def stop_requests(notice: str) -> Iterator[threading.Event]:
+    """While open, a first SIGINT only sets the event it yields and logs `notice`: the work in
+    flight finishes and commits, and nothing new starts. A second SIGINT does what the handler
+    before it does (`quiet_interrupts`: every Spark job cancelled at once, `KeyboardInterrupt`).
+
+    For work whose in-flight part is worth keeping (a snapshot's chunks being read commit
+    together, and a rerun reads only the rest). Signal handlers belong to the main thread:
+    elsewhere the event is never set and SIGINT acts as before."""
+    stopping = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopping
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def requested(signum: int, frame: FrameType | None) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            log.warning(notice)
+            return
+        signal.signal(signal.SIGINT, previous)
+        if callable(previous):
+            previous(signum, frame)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, requested)
+    try:
+        yield stopping
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def in_gateway_call(frame: FrameType | None) -> bool:

@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import queue
+import signal
 import threading
 import time
 from collections import deque
@@ -68,6 +69,7 @@ from binlake.mysql.lineage import source_lineage
 from binlake.mysql.prerequisites import validate
 from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, schema_history
 from binlake.mysql.server import current_offset
+from binlake.runtime.interrupts import stop_requests
 from binlake.snapshot.chunk_reader import ChunkRead, ChunkReader
 from binlake.snapshot.chunks import ChunkRange, decode_key, encode_key
 from binlake.snapshot.ddl_follow import DdlWatch, FollowedTable, Resnapshot
@@ -85,6 +87,11 @@ log = logging.getLogger(__name__)
 #: ledger encodes keys).
 ChunkReport = tuple[int, str, int, str, int, int, str, str | None, str | None]
 #: The column a chunk's report travels in: one row per chunk read, whose other columns are null.
+#: Said at a first Ctrl-C (or SIGTERM): what the snapshot does before it stops.
+STOP_NOTICE = (
+    "stopping: the chunks being read are committed first, then the snapshot stops "
+    "(Ctrl-C again stops at once; those chunks are then read again by the next run)"
+)
 REPORT = "_report"
 REPORT_TYPE = pa.struct(
     [
@@ -257,6 +264,11 @@ class Progress:
     def total(self) -> int:
         return sum(len(ids) for ids in self._chunks.values())
 
+    @property
+    def finished(self) -> int:
+        """Chunks marked: before this run, and by it."""
+        return self.done + self.read
+
     def chunks(self, table: str) -> int:
         """`table`'s chunks: its plan's, and those its reads added."""
         return len(self._chunks[table])
@@ -278,7 +290,7 @@ class Progress:
         tables_done = sum(1 for chunks in self._unfinished.values() if not chunks)
         log.info(
             "snapshot: chunks %d/%d done, tables %d/%d, %d rows read, %.0f rows/s%s",
-            self.done + self.read, self.total, tables_done, len(self._unfinished), self.rows,
+            self.finished, self.total, tables_done, len(self._unfinished), self.rows,
             self.rows / elapsed if elapsed else 0.0,
             f" (capped at {self.cap})" if self.cap else "", extra=commit,
         )  # fmt: skip
@@ -324,7 +336,8 @@ class ChunkScheduler:
         self.lease = lease
         self._committed: queue.SimpleQueue[_Committed] = queue.SimpleQueue()
         self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # a failure, or the end: nothing more is marked
+        self._no_more = threading.Event()  # a stop asked for: no new batch starts
         self._resnapshot: dict[str, str] = {}
         self._reader_rate = 0.0  # rows a second each reader may read (0: no cap), set by `run`
 
@@ -338,18 +351,29 @@ class ChunkScheduler:
         options = self.config.snapshot
         self._reader_rate = reader_share(options.max_rows_per_second, slots * options.parallelism)
         pool = ThreadPoolExecutor(slots, thread_name_prefix="binlake-snapshot")
-        try:
-            failure = self._mark_until_done({pool.submit(self.copy_table, *w) for w in work})
-        finally:
-            self._stop.set()
-            pool.shutdown(wait=True, cancel_futures=True)
+        with stop_requests(STOP_NOTICE) as asked:
+            try:
+                running = {pool.submit(self.copy_table, *w) for w in work}
+                failure = self._mark_until_done(running, asked)
+            finally:
+                self._stop.set()
+                pool.shutdown(wait=True, cancel_futures=True)
         if failure is not None:
             raise failure
+        finished, total = self.progress.finished, self.progress.total
+        if asked.is_set() and finished < total:
+            raise KeyboardInterrupt(
+                f"snapshot stopped with {finished}/{total} chunks committed; run the same "
+                "command again and it reads only the rest"
+            )
         return self._resnapshot
 
-    def _mark_until_done(self, running: set[Future[None]]) -> BaseException | None:
+    def _mark_until_done(
+        self, running: set[Future[None]], asked: threading.Event
+    ) -> BaseException | None:
         """Marks committed batches as they arrive (each table thread also wakes this loop when
-        it ends); returns the first failure of a table thread."""
+        it ends); returns the first failure of a table thread. Once a stop is `asked`, the
+        table threads start no new batch and the ones in flight are committed and marked."""
         waiting: list[_Committed] = []
         marked_at = time.monotonic()
         failure: BaseException | None = None
@@ -364,6 +388,8 @@ class ChunkScheduler:
             )
             if failure is not None:
                 self._stop.set()
+            if asked.is_set():
+                self._no_more.set()
             due = time.monotonic() - marked_at >= MARK_EVERY_S
             full = sum(len(c.results) for c in waiting) >= self.config.snapshot.commit_batch
             awaited = any(c.marked is not None for c in waiting)
@@ -415,7 +441,7 @@ class ChunkScheduler:
     def copy_table(self, table: TableSchema, plan: list[ChunkState], entry: SchemaEntry) -> None:
         slot = self._slots.get()
         try:
-            if self._stop.is_set():
+            if self._stop.is_set() or self._no_more.is_set():
                 return
             server_id = self.config.snapshot_server_id(slot * self.config.snapshot.parallelism)
             rules = self.config.source
@@ -432,7 +458,7 @@ class ChunkScheduler:
             chunks = deque(c for c in plan if not c.finished)
             batch_size = self.config.snapshot.commit_batch
             while chunks:
-                if self._stop.is_set():
+                if self._stop.is_set() or self._no_more.is_set():
                     return
                 batch = [chunks.popleft() for _ in range(min(batch_size, len(chunks)))]
                 try:
@@ -649,6 +675,10 @@ class ChunkBatchReader:
         self.rows_per_second = rows_per_second
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # A terminal's Ctrl-C reaches Spark's Python workers too (PySpark's daemon gives them
+        # Python's default handler): the driver decides whether the reads in flight finish.
+        with contextlib.suppress(ValueError):  # not the worker's main thread: nothing to do
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         context = TaskContext.get()
         server_id = self.server_id_base + (context.partitionId() if context else 0)
         view = lake_view(self.source, self.table)

@@ -200,3 +200,22 @@ def test_every_secret_key_of_the_config_is_kept_out_of_closing_lines() -> None:
         return found
 
     assert secret_fields(Config) == _SECRET_KEYS
+
+
+def test_a_sigterm_is_handled_as_a_ctrl_c() -> None:
+    """`kill` stops a command as Ctrl-C does: through the SIGINT handler in place then."""
+    import os
+    import signal
+
+    from binlake.jobs.cli import terminate_as_interrupt
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    seen: list[int] = []
+    try:
+        signal.signal(signal.SIGINT, lambda signum, _frame: seen.append(signum))
+        terminate_as_interrupt()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])

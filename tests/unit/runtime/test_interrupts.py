@@ -1,12 +1,18 @@
 """Where a Ctrl-C lands decides what its handler may do: inside a py4j call, no other call may
-go through the interrupted thread's gateway connection."""
+go through the interrupted thread's gateway connection. Work worth finishing asks the first
+Ctrl-C to stop it after what is in flight, and leaves the second to stop it at once."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from types import FrameType
 
-from binlake.runtime.interrupts import in_gateway_call
+import pytest
+
+from binlake.runtime.interrupts import in_gateway_call, stop_requests
 
 
 def _frame_inside(module: str) -> FrameType:
@@ -25,3 +31,42 @@ def test_frames_outside_py4j_are_not() -> None:
     assert not in_gateway_call(_frame_inside("py4jish"))  # a module merely named alike
     assert not in_gateway_call(sys._getframe())
     assert not in_gateway_call(None)
+
+
+def _ctrl_c() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_first_ctrl_c_asks_the_work_to_stop_and_a_second_stops_it_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    before = signal.getsignal(signal.SIGINT)
+    calls: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: calls.append(signum))
+    try:
+        with stop_requests("finishing the chunks being read") as stopping:
+            assert not stopping.is_set()
+            _ctrl_c()
+            assert stopping.is_set() and calls == []  # the handler before is not called yet
+            assert "finishing the chunks being read" in caplog.text
+            with pytest.raises(KeyboardInterrupt):
+                _ctrl_c()
+            assert calls == [signal.SIGINT]  # the second: what the handler before does
+        _ctrl_c()  # restored on leaving
+        assert calls == [signal.SIGINT, signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_outside_the_main_thread_nothing_is_installed() -> None:
+    seen: list[bool] = []
+
+    def elsewhere() -> None:
+        with stop_requests("never shown") as stopping:
+            seen.append(signal.getsignal(signal.SIGINT) is handler and not stopping.is_set())
+
+    handler = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert seen == [True]
