@@ -64,6 +64,15 @@ def current_chunks(rows: Iterable[Mapping[str, object]]) -> list[ChunkState]:
     return sorted(states, key=lambda s: (s.table, s.chunk_id))
 
 
+def by_table(chunks: Iterable[ChunkState]) -> dict[str, list[ChunkState]]:
+    """`chunks` grouped by table, in their order: one walk over a ledger however many tables it
+    holds, where a scan per table would cost tables × chunks at every stream start."""
+    grouped: dict[str, list[ChunkState]] = {}
+    for chunk in chunks:
+        grouped.setdefault(chunk.table, []).append(chunk)
+    return grouped
+
+
 def _newer(row: Mapping[str, object], than: Mapping[str, object]) -> bool:
     return row["updated_at"] > than["updated_at"]  # type: ignore[operator]
 

@@ -35,7 +35,7 @@ from pyspark.sql import types as T
 from binlake.errors import LedgerError
 from binlake.lake.tables import PathTable, local_frame
 from binlake.model.offsets import BinlogOffset
-from binlake.snapshot.chunk_states import FINISHED, MARK, ChunkState, current_chunks
+from binlake.snapshot.chunk_states import FINISHED, MARK, ChunkState, by_table, current_chunks
 from binlake.snapshot.chunks import ChunkRange, encode_key
 
 SCHEMA = T.StructType(
@@ -173,12 +173,14 @@ def replanned(split_column: str, results: Iterable[ChunkResult]) -> list[ChunkSt
     return states
 
 
-def snapshot_rows(chunks: Iterable[ChunkState], table: str) -> int | None:
-    """The rows `table`'s finished snapshot landed in bronze (None if a chunk has no count)."""
-    counts = [c.rows for c in chunks if c.table == table]
-    if not counts or any(n is None for n in counts):
-        return None
-    return sum(n for n in counts if n is not None)
+def snapshot_rows(chunks: Iterable[ChunkState]) -> dict[str, int | None]:
+    """Per table, the rows its finished snapshot landed in bronze (None if a chunk has no
+    count), in one walk over the ledger's chunks."""
+    rows: dict[str, int | None] = {}
+    for table, own in by_table(chunks).items():
+        counts = [c.rows for c in own]
+        rows[table] = None if any(n is None for n in counts) else sum(n or 0 for n in counts)
+    return rows
 
 
 def high_watermarks(chunks: Iterable[ChunkState]) -> list[tuple[str, BinlogOffset]]:

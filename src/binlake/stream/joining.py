@@ -28,6 +28,7 @@ from binlake.silver.merge import (
     ChangelogEnds,
     ensure_silver,
 )
+from binlake.snapshot.chunk_states import by_table
 from binlake.snapshot.ledger import ChunkState, Ledger, snapshot_rows
 from binlake.snapshot.resets import PendingResets
 from binlake.stream.batch_summary import BatchSummary, batch_summary, collectable
@@ -59,13 +60,14 @@ def join_ready_tables(
         return []
     chunks = Ledger(spark, ledger_path(config)).chunks()
     resets = PendingResets(files, config)
-    ready = [t for t in pending if _finished(chunks, t) and not resets.pending(t)]
+    grouped = by_table(chunks)
+    ready = [t for t in pending if _finished(grouped.get(t, [])) and not resets.pending(t)]
     if not ready:
         return []
     marks = {
         name: ChunkMarks.of(
-            [c.range for c in chunks if c.table == name],
-            [c.hw for c in chunks if c.table == name and c.hw is not None],
+            [c.range for c in grouped[name]],
+            [c.hw for c in grouped[name] if c.hw is not None],
         )
         for name in ready
     }
@@ -75,8 +77,10 @@ def join_ready_tables(
     history = SchemaHistory(spec.history_root, files)
     writes = StreamWrites(spark, config, history, registry, ends)
 
+    bronze_rows = snapshot_rows(c for name in ready for c in grouped[name])
+
     def join(name: str) -> None:
-        rows = snapshot_rows(chunks, name)
+        rows = bronze_rows.get(name)
         schema = _bronze_schema(history, name, marks[name], tables[name])
         ensure_silver(spark, config, schema, from_bronze=True, replace=True, bronze_rows=rows)
         apply_table_changes(writes.table(caught_up.frame, caught_up.summary, name))
@@ -130,8 +134,8 @@ def _bronze_schema(
     return entry.schema if entry is not None and entry.schema is not None else configured
 
 
-def _finished(chunks: list[ChunkState], table: str) -> bool:
-    own = [c for c in chunks if c.table == table]
+def _finished(own: list[ChunkState]) -> bool:
+    """Whether a table's chunks (`own`) are a finished snapshot."""
     return bool(own) and all(c.finished for c in own)
 
 

@@ -53,6 +53,7 @@ from binlake.runtime.spark import (
     session_settings,
 )
 from binlake.silver.merge import ensure_silver, require_silver
+from binlake.snapshot.chunk_states import by_table
 from binlake.snapshot.ledger import ChunkState, Ledger, high_watermarks, snapshot_rows
 from binlake.snapshot.row_filters import check_row_filters
 from binlake.snapshot.table_rules import TableRules
@@ -182,8 +183,9 @@ def chunk_marks(
     that recorded no offset for their CREATE have no snapshot: every row came through the
     binlog."""
     marks: dict[str, ChunkMarks] = {}
+    grouped = by_table(chunks)
     for table in tables:
-        own = [c for c in chunks if c.table == table.qualified]
+        own = grouped.get(table.qualified, [])
         if not own and table.qualified in created:
             continue
         if _built_from_binlog(joined.get(table.qualified), own):
@@ -458,6 +460,7 @@ def _prepare_silver(
     """Each applied table's silver there (built from bronze on a job's first start), its
     schema history started, and on a first start the job's table list recorded."""
     by_name = job.by_name
+    bronze_rows = snapshot_rows(job.chunks)
 
     def prepare(name: str) -> None:
         table = by_name[name]
@@ -469,7 +472,7 @@ def _prepare_silver(
         ensure_silver(
             spark, config, entry.schema if entry and entry.schema else table,
             from_bronze=job.initial, replace=job.first_start and job.initial,
-            bronze_rows=snapshot_rows(job.chunks, name),
+            bronze_rows=bronze_rows.get(name),
         )  # fmt: skip
         if not job.histories[name]:  # a lake from before the schema history
             job.history.reset(name, SchemaEntry(start, table))

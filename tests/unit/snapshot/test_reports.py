@@ -67,12 +67,11 @@ def test_reads_on_from_the_open_ended_chunk_must_take_the_ids_after_it(ids: list
         chunk_results(TABLE, TAIL_BATCH, [_report(i, i * 10, i * 10 + 10) for i in ids])
 
 
-def test_snapshot_rows_counts_one_table_and_only_when_every_chunk_counted() -> None:
+def test_snapshot_rows_counts_each_table_and_only_when_every_chunk_counted() -> None:
     def chunk(table: str, chunk_id: int, rows: int | None) -> ChunkState:
         return ChunkState(table, chunk_id, "id", ChunkRange.all(), "finished", rows=rows)
 
-    chunks = [chunk("d.a", 0, 3), chunk("d.a", 1, 0), chunk("d.b", 0, 50)]
-    assert snapshot_rows(chunks, "d.a") == 3
-    assert snapshot_rows(chunks, "d.b") == 50
-    assert snapshot_rows([*chunks, chunk("d.a", 2, None)], "d.a") is None
-    assert snapshot_rows(chunks, "d.missing") is None
+    chunks = [chunk("d.a", 0, 3), chunk("d.b", 0, 50), chunk("d.a", 1, 0)]
+    assert snapshot_rows(chunks) == {"d.a": 3, "d.b": 50}
+    assert snapshot_rows([*chunks, chunk("d.a", 2, None)]) == {"d.a": None, "d.b": 50}
+    assert snapshot_rows([]).get("d.missing") is None
