@@ -105,4 +105,4 @@ def test_rows_appended_past_the_plan_are_read_in_chunks_and_resume_after_a_crash
     assert {r["_chunk_id"]: r["count"] for r in per_chunk} == {
         c.chunk_id: c.rows for c in chunks if c.rows
     }
-    assert any("(capped at 20000)" in r.getMessage() for r in caplog.records)
+    assert any("capped at 20,000)" in r.getMessage() for r in caplog.records)

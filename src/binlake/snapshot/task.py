@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -46,7 +46,7 @@ from pyspark.sql.pandas.types import from_arrow_type
 from binlake.config.secrets import with_resolved_password
 from binlake.config.settings import Config, SourceConfig
 from binlake.errors import ConfigError, SchemaChangeError, carried_by
-from binlake.lake.event_log import Event, event
+from binlake.lake.event_log import event
 from binlake.lake.files import driver_files
 from binlake.lake.lease import HeldLease, snapshot_lease
 from binlake.lake.paths import ledger_path
@@ -76,6 +76,7 @@ from binlake.snapshot.ddl_follow import DdlWatch, FollowedTable, Resnapshot
 from binlake.snapshot.ledger import ChunkResult, ChunkState, Ledger
 from binlake.snapshot.pacing import RowBudget, reader_share
 from binlake.snapshot.planner import plan_table
+from binlake.snapshot.progress import Progress, Reading
 from binlake.snapshot.resets import PendingResets, reset_table
 from binlake.snapshot.row_filters import check_row_filters, filtered_rows
 from binlake.snapshot.table_rules import TableRules
@@ -246,56 +247,6 @@ def _snapshot_round(
     return _Round(chunks, progress.read, progress.rows, resnapshot)
 
 
-class Progress:
-    """Chunks and tables finished (marked in the ledger) so far, for the progress lines; with
-    `cap`, the rate they show is against `snapshot.max_rows_per_second`."""
-
-    def __init__(self, plans: dict[str, list[ChunkState]], started: float, cap: int = 0) -> None:
-        self.started = started
-        self.cap = cap
-        self._chunks = {table: {c.chunk_id for c in plan} for table, plan in plans.items()}
-        self.done = sum(1 for p in plans.values() for c in p if c.finished)
-        self._unfinished = {
-            table: {c.chunk_id for c in plan if not c.finished} for table, plan in plans.items()
-        }
-        self.read = self.rows = 0
-
-    @property
-    def total(self) -> int:
-        return sum(len(ids) for ids in self._chunks.values())
-
-    @property
-    def finished(self) -> int:
-        """Chunks marked: before this run, and by it."""
-        return self.done + self.read
-
-    def chunks(self, table: str) -> int:
-        """`table`'s chunks: its plan's, and those its reads added."""
-        return len(self._chunks[table])
-
-    def add(self, results: list[ChunkResult], planned: Sequence[ChunkState] = ()) -> None:
-        """Chunks read and marked; `planned`: the plan rows their reads added (`replanned`),
-        the chunks a table grew by among them."""
-        for state in planned:
-            self._chunks[state.table].add(state.chunk_id)
-            self._unfinished[state.table].add(state.chunk_id)
-        for result in results:
-            self._unfinished[result.table].discard(result.chunk_id)
-        self.read += len(results)
-        self.rows += sum(r.rows for r in results)
-
-    def report(self, commit: dict[str, Event] | None = None) -> None:
-        """Log the progress so far; `commit`: the event of the ledger commit it follows."""
-        elapsed = time.monotonic() - self.started
-        tables_done = sum(1 for chunks in self._unfinished.values() if not chunks)
-        log.info(
-            "snapshot: chunks %d/%d done, tables %d/%d, %d rows read, %.0f rows/s%s",
-            self.finished, self.total, tables_done, len(self._unfinished), self.rows,
-            self.rows / elapsed if elapsed else 0.0,
-            f" (capped at {self.cap})" if self.cap else "", extra=commit,
-        )  # fmt: skip
-
-
 #: Committed chunks wait at most this long for their ledger MERGE, unless a commit batch's worth
 #: is waiting: one MERGE then marks many small tables, and a crash re-reads at most this much.
 MARK_EVERY_S = 5.0
@@ -339,6 +290,7 @@ class ChunkScheduler:
         self._stop = threading.Event()  # a failure, or the end: nothing more is marked
         self._no_more = threading.Event()  # a stop asked for: no new batch starts
         self._resnapshot: dict[str, str] = {}
+        self._reading: dict[str, Reading] = {}  # table → its batch being read
         self._reader_rate = 0.0  # rows a second each reader may read (0: no cap), set by `run`
 
     def run(self, work: list[tuple[TableSchema, list[ChunkState], SchemaEntry]]) -> dict[str, str]:
@@ -396,6 +348,7 @@ class ChunkScheduler:
             if waiting and (due or full or awaited or not running or failure is not None):
                 self._mark(waiting)
                 waiting, marked_at = [], time.monotonic()
+            self.progress.report_if_quiet(list(self._reading.values()))
         self._mark(self._drain())  # put between the last drain and the thread's end
         return failure
 
@@ -461,11 +414,16 @@ class ChunkScheduler:
                 if self._stop.is_set() or self._no_more.is_set():
                     return
                 batch = [chunks.popleft() for _ in range(min(batch_size, len(chunks)))]
+                self._reading[table.qualified] = Reading(
+                    table.qualified, len(batch), time.monotonic()
+                )
                 try:
                     results = followed.read(batch, read_batch, self._mark_now)
                 except Resnapshot as why:
                     self._resnapshot[table.qualified] = str(why)
                     return
+                finally:
+                    self._reading.pop(table.qualified, None)
                 planned = followed.replan(results)
                 read = {r.chunk_id for r in results}
                 chunks.extend(c for c in planned if c.chunk_id not in read)  # the rest, if any
