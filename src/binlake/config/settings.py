@@ -28,6 +28,7 @@ from pydantic import (
 
 from binlake.errors import ConfigError
 from binlake.model.capture import Capture, qualified, split_qualified, table_matches
+from binlake.model.gtid_sets import GtidSet, GtidSetError, is_gtid_set
 
 _ROWS_PER_COMMIT = 1_000_000
 _GTID_POSITION = re.compile(r"^\d+-\d+-\d+(,\s*\d+-\d+-\d+)*$")
@@ -374,8 +375,9 @@ class StreamConfig(_Section):
     startup_pos: int | None = None
     #: For timestamp: the first event at or after this time (ISO 8601, UTC if no zone).
     startup_timestamp: datetime | None = None
-    #: For gtid (MariaDB): the first transaction after this GTID position (`0-1-100`, one
-    #: `domain-server-sequence` per replication domain, as `@@gtid_binlog_pos` prints it).
+    #: For gtid: the first transaction after this GTID position: on MariaDB `0-1-100`, one
+    #: `domain-server-sequence` per replication domain, as `@@gtid_binlog_pos` prints it; on
+    #: MySQL a GTID set, `uuid:1-100[,uuid:1-7]`, as `@@gtid_executed` prints it.
     startup_gtid: str | None = None
     trigger_interval: str = "5s"
     #: How a continuous `binlake stream` triggers its batches: `processing_time` (one query, a
@@ -437,11 +439,18 @@ class StreamConfig(_Section):
     @field_validator("startup_gtid")
     @classmethod
     def _gtid_position(cls, value: str | None) -> str | None:
-        if value is not None and not _GTID_POSITION.match(value):
-            raise ValueError(
-                f"expected a MariaDB GTID position like '0-1-100' or '0-1-100,1-2-7', got {value!r}"
-            )
-        return value
+        """A MariaDB position, or a MySQL GTID set (the server's own syntax, tags included)."""
+        if value is None or (not is_gtid_set(value) and _GTID_POSITION.match(value)):
+            return value
+        if is_gtid_set(value):
+            try:
+                return str(GtidSet.parse(value))
+            except GtidSetError as exc:
+                raise ValueError(f"expected a MySQL GTID set, got {value!r}: {exc}") from None
+        raise ValueError(
+            "expected a MariaDB GTID position like '0-1-100' or '0-1-100,1-2-7', or a MySQL "
+            f"GTID set like '3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100', got {value!r}"
+        )
 
     @field_validator("startup_pos")
     @classmethod

@@ -235,7 +235,8 @@ def start_offset(
             raise SourceError(
                 f"the source at {source.host}:{source.port} does not hold GTID position "
                 f"{config.stream.startup_gtid} in its binlog (purged, or never written there: "
-                "SHOW BINARY LOGS and @@gtid_binlog_state show what it holds)"
+                "SHOW BINARY LOGS and @@gtid_binlog_state, or MySQL's @@gtid_executed and "
+                "@@gtid_purged, show what it holds)"
             )
         return found.on(lineage)
     return head_offset(source, lineage)

@@ -489,16 +489,26 @@ def test_silver_deletes_are_hard_unless_soft_is_asked_for() -> None:
         parse_config({"source": {"database": "shop"}, "silver": {"deletes": "archive"}})
 
 
-def test_gtid_startup_needs_a_mariadb_gtid_position() -> None:
+def test_gtid_startup_needs_a_mariadb_gtid_position_or_a_mysql_gtid_set() -> None:
     assert "gtid needs startup_gtid" in config_error(
         {**MINIMAL, "stream": {"startup_mode": "gtid"}}
     )
-    for wrong in ["0-1", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", "0-1-100,", "a-b-c"]:
+    for wrong in ["0-1", "0-1-100,", "a-b-c", "1-2-3-4"]:
         stream = {"startup_mode": "gtid", "startup_gtid": wrong}
         message = config_error({**MINIMAL, "stream": stream})
         assert "MariaDB GTID position" in message and repr(wrong) in message
-    stream = {"startup_mode": "gtid", "startup_gtid": "0-1-100,1-2-7"}
-    assert parse_config({**MINIMAL, "stream": stream}).stream.startup_gtid == "0-1-100,1-2-7"
+    uuid = "3E11FA47-71CA-11E1-9E33-C80AA9429562"
+    for wrong in [f"{uuid}:5-1", f"{uuid}:", "3e11fa47:1-5", f"{uuid}:1-5,0-1-100"]:
+        stream = {"startup_mode": "gtid", "startup_gtid": wrong}
+        message = config_error({**MINIMAL, "stream": stream})
+        assert "expected a MySQL GTID set" in message and repr(wrong) in message
+    for given, kept in [
+        ("0-1-100,1-2-7", "0-1-100,1-2-7"),
+        (f"{uuid}:1-5:7", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7"),  # as the server prints
+        (f"{uuid}:1-5,\n{uuid.lower()}:tag_1:3", f"{uuid.lower()}:1-5:tag_1:3"),
+    ]:
+        stream = {"startup_mode": "gtid", "startup_gtid": given}
+        assert parse_config({**MINIMAL, "stream": stream}).stream.startup_gtid == kept
 
 
 def test_silver_history_per_table_by_name_or_regex_wins_over_the_default() -> None:
