@@ -11,6 +11,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -174,7 +175,9 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
         # whatever directory the command ran from.
         warehouse = system_path(config, "warehouse")
         log.info("starting Spark (a local start takes about 10 s)")
+        began = time.monotonic()
         session = get_or_create(quiet=not args.verbose, warehouse_dir=warehouse)
+        log.info("Spark started in %.0f s", time.monotonic() - began)
         if not args.verbose:
             quiet_interrupts(session)
         return session
@@ -208,6 +211,8 @@ def _next(args: argparse.Namespace, command: str) -> str:
 
 def caught_up_text(summary: StreamSummary) -> str:
     """A catch-up's closing words: its batches, records and time."""
+    if summary.changes == 0:
+        return f"caught up: nothing new in {summary.seconds:.1f} s"
     batches = counted(summary.batches, "batch", "batches")
     records = counted(summary.changes, "binlog record")
     return f"caught up: {batches}, {records} in {summary.seconds:.1f} s"

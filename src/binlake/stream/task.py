@@ -36,6 +36,7 @@ from binlake.lake.lease import HeldLease, stream_lease
 from binlake.lake.paths import checkpoint_path, ledger_path, schema_root, tables_path
 from binlake.lake.stream_tables import StreamTables
 from binlake.lake.tables import create_schemas
+from binlake.model.counts import counted
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
 from binlake.mysql.connection import connection
@@ -462,6 +463,11 @@ def _prepare_silver(
     schema history started, and on a first start the job's table list recorded."""
     by_name = job.by_name
     bronze_rows = snapshot_rows(job.chunks)
+    if job.first_start and job.initial:
+        log.info(
+            "stream %s: building silver of %s from bronze (the job's first start)",
+            config.stream.job_name, counted(len(job.applied), "table"),
+        )  # fmt: skip
 
     def prepare(name: str) -> None:
         table = by_name[name]

@@ -179,7 +179,11 @@ def test_a_catch_ups_closing_words_count_its_batches_and_records() -> None:
     assert caught_up_text(StreamSummary(1, 3042, 12.34)) == (
         "caught up: 1 batch, 3,042 binlog records in 12.3 s"
     )
-    assert caught_up_text(StreamSummary(0, 0, 0.5)).startswith("caught up: 0 batches, 0 binlog")
+    assert caught_up_text(StreamSummary(2, 1, 3.0)) == (
+        "caught up: 2 batches, 1 binlog record in 3.0 s"
+    )
+    # A batch that found nothing is no news: "0 batches" beside "batch 0 applied" misled.
+    assert caught_up_text(StreamSummary(1, 0, 0.5)) == "caught up: nothing new in 0.5 s"
 
 
 def test_every_secret_key_of_the_config_is_kept_out_of_closing_lines() -> None:
