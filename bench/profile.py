@@ -111,15 +111,14 @@ def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: in
     import pyarrow as pa
 
     from binlake.snapshot.chunks import encode_key
-    from binlake.snapshot.task import REPORT, ChunkBatchReader, TailReads
+    from binlake.snapshot.task import REPORT, ChunkBatchReader
 
     def work() -> int:
         descriptors = [
             (i, encode_key(low + i * chunk_size), encode_key(low + (i + 1) * chunk_size))
             for i in range(chunks)
         ]
-        tail = TailReads(chunk_size, chunks)  # the chunks are bounded: no tail to cut
-        reader = ChunkBatchReader(source, table, server_id, descriptors, 0, tail)
+        reader = ChunkBatchReader(source, table, server_id, descriptors, 0, None)  # bounded
         indexes = pa.RecordBatch.from_pydict({"id": pa.array(range(chunks), pa.int64())})
         rows = 0
         for batch in reader(iter([indexes])):

@@ -78,7 +78,7 @@ def test_rows_appended_past_the_plan_are_read_in_chunks_and_resume_after_a_crash
         return plans
 
     monkeypatch.setattr(task, "plan_chunks", plan_then_append)
-    caplog.set_level(logging.INFO, "binlake.snapshot.task")
+    caplog.set_level(logging.INFO, "binlake.snapshot.progress")
     # The first ledger commit records the plan's chunks and 8 reads of the tail; the second
     # would record the reads on from there: bronze holds them, the ledger does not.
     with crashed_at("binlake.snapshot.ledger:Ledger.mark_finished", "before", 2):

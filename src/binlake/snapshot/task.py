@@ -483,11 +483,13 @@ def read_chunks(
     chunks: list[ChunkState],
     slot: int = 0,
     reader_rate: float = 0.0,
+    tail: TailReads | None = None,
 ) -> tuple[DataFrame, Observation]:
     """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily; its
     tasks use the server ids of `slot` (see `ChunkScheduler`), each reading at most
-    `reader_rate` rows a second (0: no cap). The task holding the open-ended chunk may read on
-    past it (`ChunkBatchReader`).
+    `reader_rate` rows a second (0: no cap). With `tail`, the open-ended chunk is read in
+    bounded reads that go on past it as new chunk ids (`ChunkBatchReader`: the snapshot);
+    without, every chunk is read whole under its own id (`verify`, whose chunks are the ledger's).
 
     The rows carry the bronze columns, without the rows `source.row_filters` drops (judged at
     each chunk's HW); the observation holds the chunks' reports once the
@@ -499,8 +501,7 @@ def read_chunks(
     indexes = spark.range(0, len(descriptors), 1, slices)  # no SparkContext on Spark Connect
     server_id_base = config.snapshot_server_id(slot * config.snapshot.parallelism)
     lineage = source_lineage(driver_files(spark), config, source)
-    reader = ChunkBatchReader(source, table, server_id_base, descriptors, lineage,
-                              TailReads(config.snapshot.chunk_size, config.snapshot.commit_batch),
+    reader = ChunkBatchReader(source, table, server_id_base, descriptors, lineage, tail,
                               reader_rate)  # fmt: skip
     schema = T.StructType(
         [
@@ -550,7 +551,8 @@ def read_and_commit(
     """The batch read and committed to bronze: its chunks' rows replace theirs, and where it
     holds the open-ended chunk, the rows of every chunk id above it too (chunks its reads went
     on to in a run that crashed before the ledger recorded them)."""
-    rows, reports = read_chunks(spark, config, source, table, batch, slot, reader_rate)
+    tail_reads = TailReads(config.snapshot.chunk_size, config.snapshot.commit_batch)
+    rows, reports = read_chunks(spark, config, source, table, batch, slot, reader_rate, tail_reads)
     bronze = bronze_table(config, table)
     tail = next((c.chunk_id for c in batch if c.range.end is None), None)
     try:
@@ -607,8 +609,8 @@ class ChunkBatchReader:
     """The `mapInArrow` function: reads the chunks of its partition one after another, each as
     its rows, then its report; waits after each read as its `rows_per_second` asks.
 
-    The open-ended chunk is read `tail.rows` keys at a time: a read that cut it short goes on
-    with the rest as the next chunk id (`reads_of`).
+    With `tail`, the open-ended chunk is read `tail.rows` keys at a time: a read that cut it
+    short goes on with the rest as the next chunk id (`reads_of`); without, it is read whole.
 
     Partition `i` of the batch uses replica server id `base + i`, so concurrent binlog replays
     never evict each other.
@@ -621,7 +623,7 @@ class ChunkBatchReader:
         server_id_base: int,
         descriptors: list[tuple[int, str | None, str | None]],
         lineage: int,
-        tail: TailReads,
+        tail: TailReads | None,
         rows_per_second: float = 0.0,
     ) -> None:
         self.source = source
@@ -643,13 +645,14 @@ class ChunkBatchReader:
         names = [*view.column_names, *BRONZE_COLUMNS.fieldNames(), REPORT]
         project = projection(self.source, self.table)
         budget = RowBudget(self.rows_per_second)
+        tail_rows, most_reads = (self.tail.rows, self.tail.chunks) if self.tail else (None, 1)
         with ChunkReader(self.source, self.table, server_id, lineage=self.lineage,
-                         tail_rows=self.tail.rows) as reader:  # fmt: skip
+                         tail_rows=tail_rows) as reader:  # fmt: skip
             for batch in batches:
                 for index in batch.column(0).to_pylist():
                     chunk_id, start, end = self.descriptors[index]
                     chunk = ChunkRange(decode_key(start), decode_key(end))
-                    for read in reads_of(reader, chunk_id, chunk, self.tail.chunks):
+                    for read in reads_of(reader, chunk_id, chunk, most_reads):
                         landed = project.arrays(read.columns)
                         rows = [*_rows_at_hw(read, landed), pa.nulls(read.rows, REPORT_TYPE)]
                         yield pa.RecordBatch.from_arrays(rows, names=names)
