@@ -590,11 +590,16 @@ def _rate(progress: dict[str, Any], rows: int) -> float:
 
 def offset_text(offset: str | dict[str, Any] | None) -> str:
     """A stream offset as binlake's lines spell binlog positions (`file:pos`), whether Spark's
-    progress holds it as its JSON text or parsed; "-" when the progress has none."""
-    if offset is None:
+    progress holds it as its JSON text or parsed; "-" when the progress has none: nothing,
+    JSON `null`, or an empty text (Spark 4.0 and 4.1 report no latest offset of a Python
+    source). A log line never fails its batch: text that is not an offset is shown as it is."""
+    if offset is None or (isinstance(offset, str) and not offset.strip()):
         return "-"
-    data = json.loads(offset) if isinstance(offset, str) else offset
-    return "-" if data is None else str(BinlogOffset.from_dict(data))  # JSON `null` too
+    try:
+        data = json.loads(offset) if isinstance(offset, str) else offset
+        return "-" if data is None else str(BinlogOffset.from_dict(data))
+    except (ValueError, TypeError, KeyError):
+        return str(offset)
 
 
 def _log_progress(query: StreamingQuery, seen: set[int], totals: list[int]) -> None:
