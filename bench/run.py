@@ -12,7 +12,7 @@ scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_RO
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
 (stream | many_tables | backlog | startup | merge_source | small_merges | insert_merges |
-rewrite_drift | history_reads),
+rewrite_drift | history_reads | scale),
 BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_MERGE_SOURCE_BEFORE (reads: the batch's reads alone;
 spread: the shuffle of a table's changes alone),
 BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_BEFORE
@@ -23,13 +23,16 @@ BENCH_INSERT_MERGE_KEYS (1,1000: inserts per batch, in turn), BENCH_CODEGEN
 (the sink's `REWRITE_BYTES` for the run),
 BENCH_SILVER_FILE_ROWS (`file_sizes.SILVER_FILE_ROWS` for the run),
 BENCH_DRIFT_BATCHES (60), BENCH_DRIFT_KEYS (3: keys per batch), BENCH_HISTORY_DELAYS_MS
-(5,20), BENCH_HISTORY_ROUNDS (5), BENCH_TAG (suffix of the
+(5,20), BENCH_HISTORY_ROUNDS (5), BENCH_SCALE_ROWS (1000000,5000000,20000000),
+BENCH_SCALE_BATCHES (5), BENCH_SCALE_WARMUP (2), BENCH_SCALE_STARTS (3),
+BENCH_SCALE_MANY_CHUNKS (1; 0 skips the ~20,000-chunk lake), BENCH_TAG (suffix of the
 result files), BINLAKE_DB_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 
 The scenarios live in their own modules (`bench.snapshot`, `bench.stream`, `bench.latency`,
-`bench.decode`, `bench.many_tables`, `bench.backlog`, `bench.profile`, `bench.startup` and the
-`BENCH_ONLY` before/now scenarios), what they share in `bench.common`; this module runs them.
+`bench.decode`, `bench.many_tables`, `bench.backlog`, `bench.profile`, `bench.startup`,
+`bench.scale` and the `BENCH_ONLY` before/now scenarios), what they share in `bench.common`;
+this module runs them.
 """
 
 from __future__ import annotations
@@ -53,13 +56,14 @@ from bench.latency import stream_latency
 from bench.many_tables import many_tables
 from bench.merge_source import merge_source, merge_source_markdown
 from bench.rewrite_drift import rewrite_drift, rewrite_drift_markdown
+from bench.scale import scale, scale_chart, scale_markdown, scale_rows
 from bench.small_merges import small_merges, small_merges_markdown
 from bench.stream import stream_burst
 
 #: `BENCH_ONLY`'s values: each runs one scenario alone.
 ALONE = (
     "stream", "many_tables", "backlog", "startup", "merge_source", "small_merges",
-    "insert_merges", "rewrite_drift", "history_reads",
+    "insert_merges", "rewrite_drift", "history_reads", "scale",
 )  # fmt: skip
 
 
@@ -117,6 +121,8 @@ def main_alone(bench: Bench, only: str, stamp: str) -> int:
         return main_insert_merges(bench, f"insert-merges-{stamp}")
     if only == "rewrite_drift":
         return main_rewrite_drift(bench, f"rewrite-drift-{stamp}")
+    if only == "scale":
+        return main_scale(bench, f"{stamp}-scale")
     assert only == "history_reads", only
     return main_history_reads(f"history-reads-{stamp}")
 
@@ -268,6 +274,24 @@ def main_rewrite_drift(bench: Bench, stamp: str) -> int:
     a MERGE's files as Delta writes them against `SILVER_FILE_ROWS` rows at most
     (bench/rewrite_drift.py), written to bench/results/rewrite-drift-<date>[-tag].json/.md."""
     return main_alternated(bench, stamp, "rewrite_drift", rewrite_drift, rewrite_drift_markdown)
+
+
+def main_scale(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=scale`: the same figures at each of `BENCH_SCALE_ROWS` table sizes
+    (bench/scale.py), written to bench/results/<date>[-tag]-scale.json/.md/.png."""
+    from bench import report
+
+    sizes = ", ".join(f"{n:,}" for n in scale_rows())
+    say(f"scale only: {sizes} rows, results bench/results/{stamp}.*")
+    results = run_alone(bench, stamp, "scale", scale)
+    text = scale_markdown(results)
+    paths = report.write_alone(RESULTS, stamp, results, text)
+    paths.append(RESULTS / f"{stamp}.png")
+    scale_chart(paths[-1], results)
+    for p in paths:
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(text, flush=True)
+    return 0
 
 
 def main_alternated(
