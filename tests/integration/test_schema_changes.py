@@ -4,6 +4,7 @@ compared with the source (chispa) after each stream run."""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -42,7 +43,7 @@ def _stream(spark: Any, config: Any) -> None:
     [pytest.param("lenient", marks=pytest.mark.soak), "evolve"],
 )
 def test_silver_follows_each_schema_change_while_writes_race(
-    spark: Any, sql: Any, make_config: Any, racer: Any, mode: str
+    spark: Any, sql: Any, make_config: Any, racer: Any, mode: str, caplog: Any
 ) -> None:
     seed_items(sql, 300)
     config = make_config(stream={"schema_changes": mode})
@@ -56,8 +57,14 @@ def test_silver_follows_each_schema_change_while_writes_race(
     with racer():
         sql("ALTER TABLE items ADD COLUMN extra VARCHAR(20) NULL DEFAULT 'dflt' AFTER name")
         sql("UPDATE items SET extra = 'set' WHERE id % 3 = 0")
+    caplog.set_level(logging.WARNING, "binlake.silver.schema_follow")
     _stream(spark, config)
     assert "extra" in assert_silver_is_source(spark, sql, config, "items")
+    # The rewrite of every row (and its Change Data Feed's images) is said, not silent.
+    assert any(
+        "column extra takes the source's default 'dflt' in every row" in r.getMessage()
+        for r in caplog.records
+    )
 
     # Widening: INT -> BIGINT, DECIMAL(10,2) -> DECIMAL(14,2), VARCHAR(20) -> VARCHAR(40).
     with racer():

@@ -510,6 +510,12 @@ def _add_column(
         spark.sql(f"ALTER TABLE {silver.sql} ADD COLUMNS ({column_name(column)} {kind_sql})")
     default = literal_default(after, column)
     if default is not None or held:
+        if default is not None:
+            log.warning(
+                "silver %s: column %s takes the source's default %r in every row it holds: a "
+                "rewrite of those rows, each recorded in its Change Data Feed as an update "
+                "(pre- and post-image)", after.qualified, column, default,
+            )  # fmt: skip
         value = F.lit(default).cast(kind)
         silver.update(spark, {column_name(column): value}, where=rows)
 
