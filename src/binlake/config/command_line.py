@@ -213,6 +213,12 @@ def _verbosity(default: object) -> argparse.ArgumentParser:
         default=default,
         help="debug logging, Spark's own messages, tracebacks of unexpected errors",
     )
+    options.add_argument(
+        "--log-json",
+        action="store_true",
+        default=default,
+        help="log lines as JSON objects, one a line (time, level, logger, message, event)",
+    )
     return options
 
 

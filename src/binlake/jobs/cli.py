@@ -21,6 +21,7 @@ from binlake.bundle.cli import add_bundle_command, run_action
 from binlake.config.command_line import build_parser as build_job_parser
 from binlake.config.command_line import config_from_args
 from binlake.errors import BinlakeError, ConfigError
+from binlake.jobs.json_logs import JsonLines
 from binlake.model.counts import counted
 
 if TYPE_CHECKING:
@@ -68,11 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (`BinlakeError.exit_code`, `UNEXPECTED_EXIT` for anything else), never a traceback unless
     `-v` asks for it."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else _log_level(args.command),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    _log_to_stderr(args)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     terminate_as_interrupt()
     pause = _job_pause(args)
@@ -94,6 +91,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as stop:  # a command that stopped cleanly says what it left
         print(f"binlake: interrupted: {stop or _interrupted(args.command)}", file=sys.stderr)
         return INTERRUPTED_EXIT
+
+
+def _log_to_stderr(args: argparse.Namespace) -> None:
+    """Log lines on stderr: for people, or with `--log-json` one JSON object a line."""
+    handler = logging.StreamHandler(sys.stderr)
+    if args.log_json:
+        handler.setFormatter(JsonLines())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else _log_level(args.command), handlers=[handler]
+    )
 
 
 def terminate_as_interrupt() -> None:
