@@ -10,7 +10,7 @@ import pytest
 
 from binlake.jobs import commands
 
-from .items import seed_items
+from .items import running_stream, seed_items
 
 pytestmark = pytest.mark.integration
 
@@ -35,4 +35,22 @@ def test_verify_names_the_keys_that_differ_and_the_streams_lag(
     assert "binlog bytes behind the source" in printed
     commands.stream(spark, config, available_now=True)
     assert commands.verify(spark, config, ["items"]) == 0
+    assert "identical" in capsys.readouterr().out
+
+
+def test_verify_waits_for_a_running_stream_to_apply_what_was_written_before_it(
+    spark: Any, sql: Any, make_config: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stream running elsewhere (a job, another terminal) and writes just before the verify:
+    `--wait-for-stream` waits for the stream to reach the source's head as of its start, so its
+    lag is not reported as a difference. Without the wait, the same moment can differ."""
+    seed_items(sql, 300)
+    config = make_config(stream={"trigger_interval": "1s"})
+    commands.snapshot(spark, config)
+    with running_stream(spark, config):
+        for n in range(20):
+            sql("UPDATE items SET qty = qty + 1 WHERE id = %s", (n + 1,))
+        sql("DELETE FROM items WHERE id BETWEEN 100 AND 109")
+        capsys.readouterr()
+        assert commands.verify(spark, config, ["items"], wait_s=120) == 0
     assert "identical" in capsys.readouterr().out

@@ -191,6 +191,14 @@ def _report_commands(commands: Any, verbosity: argparse.ArgumentParser) -> None:
         "difference.",
     )
     _tables_option(verify)
+    verify.add_argument(
+        "--wait-for-stream",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first wait up to SECONDS for a stream running elsewhere to apply the binlog up to "
+        "the source's head, so that its lag is not taken for a difference",
+    )
 
 
 def _tables_option(command: argparse.ArgumentParser) -> None:

@@ -204,7 +204,7 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
         caught_up = commands.run(spark(), config, on_stop=pause)
         log.info("%s; next: %s", caught_up_text(caught_up), _next(args, "status"))
     elif args.command == "verify":
-        return commands.verify(spark(), config, args.tables)
+        return commands.verify(spark(), config, args.tables, args.wait_for_stream)
     return 0
 
 

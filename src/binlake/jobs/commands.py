@@ -8,17 +8,20 @@ what they do in its event log (`binlake.lake.event_log`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
 from binlake.config.settings import Config
-from binlake.jobs.status import gather_status, render_status, stream_lag
+from binlake.jobs.status import gather_status, render_status, stream_lag, wait_for_stream
 from binlake.jobs.verify import lag_hint, render_report, verify_silver
 from binlake.lake.event_log import StopHook, recording
 from binlake.lake.files import driver_files
 from binlake.snapshot.task import SnapshotSummary, run_snapshot
 from binlake.stream.task import StreamSummary, run_stream
+
+log = logging.getLogger(__name__)
 
 #: The event log's job name for `binlake snapshot` (a stream's is its `stream.job_name`).
 SNAPSHOT_JOB = "snapshot"
@@ -65,10 +68,15 @@ def status(config: Config, spark: Callable[[], SparkSession], as_json: bool = Fa
     return json.dumps(gathered.to_json()) if as_json else render_status(gathered)
 
 
-def verify(spark: SparkSession, config: Config, tables: list[str] | None = None) -> int:
+def verify(
+    spark: SparkSession, config: Config, tables: list[str] | None = None, wait_s: float = 0.0
+) -> int:
     """Compare silver with the source (of `tables`, by `--tables`); print the report, and when
     silver differs while the stream is behind, that the difference may be the lag; 0 if
-    identical, 1 otherwise."""
+    identical, 1 otherwise. With `wait_s`, first wait that long at most for a stream running
+    elsewhere to apply the binlog up to the source's head (`status.wait_for_stream`)."""
+    if wait_s and not wait_for_stream(driver_files(spark), config, wait_s):
+        log.warning("the stream did not catch up within %.0f s: verifying as it stands", wait_s)
     report = verify_silver(spark, config, tables)
     print(render_report(report))
     if not report.identical:

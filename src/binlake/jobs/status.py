@@ -8,6 +8,7 @@ session, which is created on first use (on Databricks it is the notebook's or jo
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -43,6 +44,8 @@ from binlake.silver.merge import keeps_history, live_rows
 from binlake.silver.routes import member_of, silver_name
 from binlake.snapshot.chunk_states import ChunkState, read_chunks
 from binlake.stream.task import checkpoint_offset
+
+log = logging.getLogger(__name__)
 
 
 def table_progress(chunks: list[ChunkState]) -> dict[str, tuple[int, int, int]]:
@@ -85,6 +88,29 @@ def stream_lag(files: LakeFiles, config: Config) -> StreamLag | None:
     last = files.modified(join(commits, str(newest))) if newest is not None else None
     seconds = 0.0 if behind == 0 or last is None else time.time() - last
     return StreamLag(config.stream.job_name, str(offset), str(head), behind, seconds, expiry)
+
+
+def wait_for_stream(files: LakeFiles, config: Config, seconds: float, poll_s: float = 2.0) -> bool:
+    """Wait up to `seconds` for the stream (run by another process: a job, a terminal) to apply
+    the source's binlog up to its head as of now, saying every `poll_s` how far it is; whether
+    it did. Writes after now need not be applied: a verify compares what was there before it."""
+    with connection(with_resolved_password(config.source)) as conn:
+        head = current_offset(conn).on(current_lineage(files, config).number)
+        sizes = binlog_sizes(conn)
+    deadline = time.monotonic() + seconds
+    while True:
+        offset = checkpoint_offset(files, config)
+        behind = None if offset is None else bytes_behind(offset, head, sizes)
+        if behind == 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        log.info(
+            "waiting for the stream %s to reach %s: %s",
+            config.stream.job_name, head,
+            "no batch applied yet" if behind is None else f"{behind:,} binlog bytes to go",
+        )  # fmt: skip
+        time.sleep(poll_s)
 
 
 def _silver_rows(
