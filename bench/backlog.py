@@ -116,10 +116,10 @@ def write_backlog(
     (the binlog bytes it took, the bounds the bounded drain runs under, the warm-up's changes
     made before)."""
     from bench.data import make_burst
+    from binlake.config.secrets import with_resolved_password
     from binlake.model.offsets import bytes_behind
     from binlake.mysql.connection import connection
     from binlake.mysql.server import binlog_sizes
-    from binlake.snapshot.task import with_resolved_password
 
     say(f"backlog: stream stopped; making {changes:,} row changes")
     start = current_offset(bench)

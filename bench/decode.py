@@ -21,9 +21,9 @@ def decode_speed(bench: Bench, offsets) -> dict[str, Any]:
     traffic: every transaction repeats its table map. There binlake is also timed parsing every
     table map anew as the library does (`binlake_parse_each_images_s`): its read before
     `table_maps.table_map_once`."""
+    from binlake.config.secrets import with_resolved_password
     from binlake.mysql.connection import connection
     from binlake.mysql.prerequisites import validate
-    from binlake.snapshot.task import with_resolved_password
 
     assert bench.kept_root is not None
     config = bench.config(bench.kept_root, 2)

@@ -106,12 +106,12 @@ def session_text(profiler: Profiler) -> str:
 
 def snapshot_work(source: Any, table: Any, low: int, chunk_size: int, chunks: int, server_id: int):
     """Read `chunks` consecutive chunks through the snapshot task's own `mapInArrow` function
-    (`binlake.snapshot.task.ChunkBatchReader`: read_chunk + Arrow batches), outside Spark. Returns
-    the rows read (each chunk's report row left out)."""
+    (`binlake.snapshot.batch_reads.ChunkBatchReader`: read_chunk + Arrow batches), outside
+    Spark. Returns the rows read (each chunk's report row left out)."""
     import pyarrow as pa
 
+    from binlake.snapshot.batch_reads import REPORT, ChunkBatchReader
     from binlake.snapshot.chunks import encode_key
-    from binlake.snapshot.task import REPORT, ChunkBatchReader
 
     def work() -> int:
         descriptors = [
@@ -150,11 +150,11 @@ def stream_work(spec: Any, start: Any, end: Any, limit: int):
 
 def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     """The profile text of both hot paths, and their summaries (`snapshot`, `stream`)."""
+    from binlake.config.secrets import with_resolved_password
     from binlake.lake.paths import ledger_path
     from binlake.mysql.connection import connection
     from binlake.mysql.prerequisites import validate
     from binlake.snapshot.ledger import Ledger
-    from binlake.snapshot.task import with_resolved_password
     from binlake.stream.task import chunk_marks, stream_spec
 
     assert bench.kept_root is not None
@@ -169,8 +169,8 @@ def profiles(bench: Bench, spark, offsets) -> tuple[str, dict[str, Any]]:
     chunks = env_int("BENCH_PROFILE_CHUNKS", 8)
     say(f"profile: binlake chunk reader, {chunks} chunks of {bench.chunk_size} rows, in-process")
     text1, sum1 = profile(
-        "snapshot: binlake.snapshot.task.ChunkBatchReader (chunk reads + Arrow batches, as a task "
-        "runs it)",
+        "snapshot: binlake.snapshot.batch_reads.ChunkBatchReader (chunk reads + Arrow batches, "
+        "as a task runs it)",
         snapshot_work(source, table, low, bench.chunk_size, chunks, SERVER_IDS[0] + 50),
         "rows",
     )

@@ -35,11 +35,12 @@ from binlake.mysql.column_rules import lake_view
 from binlake.mysql.connection import connection
 from binlake.mysql.prerequisites import validate
 from binlake.silver.merge import live_rows, silver_table
+from binlake.snapshot.batch_reads import read_chunks
 from binlake.snapshot.chunks import ChunkRange, chunk_of, decode_key, encode_key
 from binlake.snapshot.ledger import ChunkState, Ledger
 from binlake.snapshot.planner import key_order
 from binlake.snapshot.row_filters import check_row_filters
-from binlake.snapshot.task import chosen_tables, read_chunks
+from binlake.snapshot.task import chosen_tables
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ import pytest
 
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import Column, TableSchema
+from binlake.snapshot.batch_reads import chunk_results
 from binlake.snapshot.chunks import ChunkRange, encode_key
 from binlake.snapshot.ledger import ChunkState, snapshot_rows
-from binlake.snapshot.task import chunk_results
 
 TABLE = TableSchema("db", "t", (Column("id", "int", "int(11)", False),), ("id",), "id")
 BATCH = [ChunkState("db.t", i, "id", ChunkRange(i * 10, i * 10 + 10)) for i in (3, 4)]
