@@ -122,9 +122,10 @@ class Bench:
         database: str = "bench",
         tables: list[str] | None = None,
         stream: dict[str, Any] | None = None,
+        snapshot: dict[str, Any] | None = None,
     ):
-        """The bench's binlake config; `stream`: settings of its `stream` section besides the
-        job name and trigger."""
+        """The bench's binlake config; `stream`, `snapshot`: settings of those sections besides
+        the bench's own (the job name and trigger; the chunk size, parallelism and commit)."""
         from binlake.config.settings import parse_config
 
         return parse_config(
@@ -142,6 +143,7 @@ class Bench:
                     "chunk_size": self.chunk_size,
                     "parallelism": parallelism,
                     "chunks_per_commit": self.chunks_per_commit,
+                    **(snapshot or {}),
                 },
                 "lake": {"root": str(root)},
                 "stream": {"job_name": job, "trigger_interval": "5s", **(stream or {})},

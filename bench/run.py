@@ -12,7 +12,7 @@ scenario), BENCH_TABLE_ROWS (1,000), BENCH_TOUCHED_TABLES (50), BENCH_TOUCHED_RO
 BENCH_BACKLOG (1,000,000 row changes; 0 skips the backlog drain), BENCH_BACKLOG_ROWS
 (= BENCH_BACKLOG), BENCH_STARTUP_ROUNDS (5; 0 skips the start-up figure), BENCH_ONLY
 (stream | many_tables | backlog | startup | merge_source | small_merges | insert_merges |
-rewrite_drift | history_reads | scale),
+rewrite_drift | history_reads | scale | rate_cap),
 BENCH_MERGE_SOURCE_ROUNDS (3), BENCH_MERGE_SOURCE_BEFORE (reads: the batch's reads alone;
 spread: the shuffle of a table's changes alone),
 BENCH_SMALL_MERGE_ROUNDS (4), BENCH_SMALL_MERGE_BATCHES (6), BENCH_SMALL_MERGE_BEFORE
@@ -25,7 +25,8 @@ BENCH_SILVER_FILE_ROWS (`file_sizes.SILVER_FILE_ROWS` for the run),
 BENCH_DRIFT_BATCHES (60), BENCH_DRIFT_KEYS (3: keys per batch), BENCH_HISTORY_DELAYS_MS
 (5,20), BENCH_HISTORY_ROUNDS (5), BENCH_SCALE_ROWS (1000000,5000000,20000000),
 BENCH_SCALE_BATCHES (5), BENCH_SCALE_WARMUP (2), BENCH_SCALE_STARTS (3),
-BENCH_SCALE_MANY_CHUNKS (1; 0 skips the ~20,000-chunk lake), BENCH_TAG (suffix of the
+BENCH_SCALE_MANY_CHUNKS (1; 0 skips the ~20,000-chunk lake), BENCH_RATE_CAP (6,000 rows/s),
+BENCH_RATE_SECONDS (90: each capped snapshot's length at the cap), BENCH_TAG (suffix of the
 result files), BINLAKE_DB_PORT / BINLAKE_SOURCE_PASSWORD (from
 `scripts/db.sh env`).
 
@@ -55,6 +56,7 @@ from bench.insert_merges import insert_merges, insert_merges_markdown
 from bench.latency import stream_latency
 from bench.many_tables import many_tables
 from bench.merge_source import merge_source, merge_source_markdown
+from bench.rate_cap import rate_cap, rate_cap_markdown
 from bench.rewrite_drift import rewrite_drift, rewrite_drift_markdown
 from bench.scale import scale, scale_chart, scale_markdown, scale_rows
 from bench.small_merges import small_merges, small_merges_markdown
@@ -63,7 +65,7 @@ from bench.stream import stream_burst
 #: `BENCH_ONLY`'s values: each runs one scenario alone.
 ALONE = (
     "stream", "many_tables", "backlog", "startup", "merge_source", "small_merges",
-    "insert_merges", "rewrite_drift", "history_reads", "scale",
+    "insert_merges", "rewrite_drift", "history_reads", "scale", "rate_cap",
 )  # fmt: skip
 
 
@@ -123,6 +125,8 @@ def main_alone(bench: Bench, only: str, stamp: str) -> int:
         return main_rewrite_drift(bench, f"rewrite-drift-{stamp}")
     if only == "scale":
         return main_scale(bench, f"{stamp}-scale")
+    if only == "rate_cap":
+        return main_rate_cap(bench, f"rate-cap-{stamp}")
     assert only == "history_reads", only
     return main_history_reads(f"history-reads-{stamp}")
 
@@ -289,6 +293,20 @@ def main_scale(bench: Bench, stamp: str) -> int:
     paths.append(RESULTS / f"{stamp}.png")
     scale_chart(paths[-1], results)
     for p in paths:
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(text, flush=True)
+    return 0
+
+
+def main_rate_cap(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=rate_cap`: snapshots under `snapshot.max_rows_per_second` (bench/rate_cap.py),
+    written to bench/results/rate-cap-<date>[-tag].json/.md."""
+    from bench import report
+
+    say(f"rate cap only: results bench/results/{stamp}.*")
+    results = run_alone(bench, stamp, "rate_cap", rate_cap)
+    text = rate_cap_markdown(results)
+    for p in report.write_alone(RESULTS, stamp, results, text):
         say(f"wrote {p.relative_to(ROOT)}")
     print(text, flush=True)
     return 0
