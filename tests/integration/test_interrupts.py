@@ -4,6 +4,7 @@ tracebacks, and the same command run again resumes where it stopped."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -102,6 +103,12 @@ def test_ctrl_c_stops_with_one_line_and_the_rerun_resumes(
         (at_signal,) = _numbers(r"chunks (\d+)/", progress)
         committed, total = _numbers(r"(\d+)/(\d+) chunks committed", after[-1])
         assert committed >= min(at_signal + 3, total), (progress, after)  # the batch in flight
+        shown = commands.status(config, lambda: spark)  # the stopped snapshot, from the ledger
+        assert "snapshot in progress:" in shown and "capped at 120 rows/s" in shown, shown
+        assert (
+            json.loads(commands.status(config, lambda: spark, as_json=True))["snapshot"]["cap"]
+            == 120
+        )
         rerun = commands.snapshot(spark, config)
         assert rerun.chunks_read == total - committed  # the rest, nothing committed again
     sql("UPDATE items SET qty = qty + 2 WHERE id > 900")

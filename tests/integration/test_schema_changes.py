@@ -17,9 +17,10 @@ import pytest
 from binlake.errors import ConfigError, SchemaChangeError
 from binlake.jobs import commands
 from binlake.lake.files import ArrowFiles, HadoopFiles
-from binlake.lake.paths import tables_path
+from binlake.lake.paths import ledger_path, tables_path
 from binlake.lake.stream_tables import StreamTables
 from binlake.silver import spread
+from binlake.snapshot.ledger import Ledger
 
 from .assertions import (
     assert_changelog_holds_each_change_once,
@@ -186,13 +187,15 @@ def _insert_fresh(sql: Any, first: int, last: int, table: str = "fresh") -> None
 def test_table_created_while_streaming_then_snapshotted_keeps_every_change(
     spark: Any, sql: Any, make_config: Any, racer: Any, tmp_path: Path, killed: str | None
 ) -> None:
-    """The bundle's catch-up job runs `snapshot` then `stream` every time: a later snapshot
-    reads a table the stream captures from its CREATE. Its silver came from the binlog, not
-    from that bronze, so the stream must not drop the changes its chunks hold. Killed after
-    the CREATE's batch (before its checkpoint) or before the snapshot's ledger marks, the rerun
-    converges; a stream between the killed snapshot and its rerun does not wait for it."""
+    """A snapshot for another stream job of the lake (one started later, from the ledger)
+    reads a table this stream captured from its CREATE. This stream's silver came from the
+    binlog, not from that bronze, so it must not drop the changes those chunks hold. Killed
+    after the CREATE's batch (before its checkpoint) or before the snapshot's ledger marks, the
+    rerun converges; a stream between the killed snapshot and its rerun does not wait for it.
+    (This job's own catch-up reads nothing of the table: the test after this one.)"""
     seed_items(sql, 50)
     config = make_config()
+    other_job = make_config(stream={"job_name": "backfill"})
     commands.snapshot(spark, config)
     _stream(spark, config)
     sql(ITEMS.replace("items", "fresh"))
@@ -206,11 +209,11 @@ def test_table_created_while_streaming_then_snapshotted_keeps_every_change(
     sql("DELETE FROM fresh WHERE id % 7 = 0")
     with racer("fresh"):
         if killed == "snapshot_between_bronze_and_ledger":
-            config_file = write_config(config, tmp_path / "binlake.yml")
+            config_file = write_config(other_job, tmp_path / "binlake.yml")
             finishing = ("binlake.snapshot.ledger:Ledger.mark_finished", "before", 1)
             run_killed_at(config_file, finishing, ["snapshot"])
             _stream(spark, config)
-        commands.snapshot(spark, config)
+        assert commands.snapshot(spark, other_job).chunks_read >= 1
     _insert_fresh(sql, 701, 800)
     sql("UPDATE fresh SET note = 'late' WHERE id % 5 = 0")
     with racer("fresh"):
@@ -219,6 +222,36 @@ def test_table_created_while_streaming_then_snapshotted_keeps_every_change(
     assert_silver_is_source(spark, sql, config, "fresh")
     assert_silver_is_source(spark, sql, config, "items")
     assert_changelog_holds_each_change_once(spark, config, "fresh")
+
+
+def test_the_catch_up_job_reads_nothing_of_a_table_its_stream_captured_from_its_create(
+    spark: Any, sql: Any, make_config: Any, racer: Any
+) -> None:
+    """`binlake run` (the bundle's catch-up job: snapshot, then stream) after its stream took a
+    new table in from its CREATE: silver already holds every row of it from the binlog. On an
+    earlier commit the snapshot planned and read the whole table anyway (wasted reads on the
+    source, a bronze copy nothing uses). Now it reads none of it, writes racing, and silver
+    stays exact; `--reset` still snapshots it."""
+    seed_items(sql, 50)
+    config = make_config()
+    commands.run(spark, config)
+    sql(ITEMS.replace("items", "fresh"))
+    _insert_fresh(sql, 1, 300)
+    _stream(spark, config)
+    sql("UPDATE fresh SET qty = qty + 1 WHERE id % 4 = 0")
+    with racer("fresh"), racer("items"):
+        commands.run(spark, config)
+    fresh = f"{config.source.database}.fresh"
+    assert not [c for c in Ledger(spark, ledger_path(config)).chunks() if c.table == fresh]
+    assert "none: captured from its CREATE" in commands.status(config, lambda: spark)
+    _stream(spark, config)
+    assert_silver_is_source(spark, sql, config, "fresh")
+    assert_silver_is_source(spark, sql, config, "items")
+    assert_changelog_holds_each_change_once(spark, config, "fresh")
+    reread = commands.snapshot(spark, config, ["fresh"], reset=True)
+    assert reread.chunks_read >= 1
+    _stream(spark, config)
+    assert_silver_is_source(spark, sql, config, "fresh")
 
 
 def test_stop_mode_stops_before_the_change_and_resumes_after_reset(

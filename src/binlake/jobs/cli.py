@@ -22,6 +22,7 @@ from binlake.config.command_line import build_parser as build_job_parser
 from binlake.config.command_line import config_from_args
 from binlake.errors import BinlakeError, ConfigError
 from binlake.jobs.json_logs import JsonLines
+from binlake.jobs.terminal_log import TerminalLog, drawing
 from binlake.model.counts import counted
 
 if TYPE_CHECKING:
@@ -69,12 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     (`BinlakeError.exit_code`, `UNEXPECTED_EXIT` for anything else), never a traceback unless
     `-v` asks for it."""
     args = build_parser().parse_args(argv)
-    _log_to_stderr(args)
+    handler = _log_to_stderr(args)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     terminate_as_interrupt()
     pause = _job_pause(args)
     try:
-        return _run_command(args, pause)
+        with drawing(handler):  # a progress bar stops before the last line is printed
+            return _run_command(args, pause)
     except BinlakeError as exc:
         if pause is not None:
             pause(exc)
@@ -89,20 +91,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"binlake: error: unexpected {type(exc).__name__}: {first}{hint}", file=sys.stderr)
         return UNEXPECTED_EXIT
     except KeyboardInterrupt as stop:  # a command that stopped cleanly says what it left
-        print(f"binlake: interrupted: {stop or _interrupted(args.command)}", file=sys.stderr)
+        print(f"binlake: interrupted: {str(stop) or _interrupted(args.command)}", file=sys.stderr)
         return INTERRUPTED_EXIT
 
 
-def _log_to_stderr(args: argparse.Namespace) -> None:
-    """Log lines on stderr: for people, or with `--log-json` one JSON object a line."""
-    handler = logging.StreamHandler(sys.stderr)
+def _log_to_stderr(args: argparse.Namespace) -> logging.Handler:
+    """Log lines on stderr: with `--log-json` one JSON object a line; on a terminal, long work
+    drawn as a progress bar with the other lines above it (`terminal_log`); else plain lines."""
+    handler: logging.Handler
     if args.log_json:
+        handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(JsonLines())
     else:
+        handler = TerminalLog() if _on_terminal() else logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else _log_level(args.command), handlers=[handler]
     )
+    return handler
+
+
+def _on_terminal() -> bool:
+    """Whether stderr is a terminal that can redraw a line (not a pipe, a file or `TERM=dumb`)."""
+    return sys.stderr.isatty() and os.environ.get("TERM", "") != "dumb"
 
 
 def terminate_as_interrupt() -> None:

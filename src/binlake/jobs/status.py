@@ -43,6 +43,7 @@ from binlake.mysql.server import binlog_sizes, current_offset
 from binlake.silver.merge import keeps_history, live_rows
 from binlake.silver.routes import member_of, silver_name
 from binlake.snapshot.chunk_states import ChunkState, read_chunks
+from binlake.snapshot.ledger_pace import WINDOW, SnapshotPace, snapshot_pace
 from binlake.stream.task import checkpoint_offset
 
 log = logging.getLogger(__name__)
@@ -186,12 +187,17 @@ class Status:
     tables: list[TableStatus]
     stream: StreamLag | None  # None before the stream's first batch
     ledger: str  # where the ledger was looked for: a mistyped lake.root shows here
+    pace: SnapshotPace | None = None  # None unless a table's snapshot is in progress
 
     def to_json(self) -> dict[str, Any]:
         """For scripts and alerts (`binlake status --json`)."""
         tables = [{**asdict(t), "snapshot": t.snapshot} for t in self.tables]
         stream = asdict(self.stream) if self.stream else None
-        return {"tables": tables, "stream": stream, "ledger": self.ledger}
+        pace = None
+        if self.pace is not None:
+            last = self.pace.last_mark
+            pace = {**asdict(self.pace), "last_mark": last.isoformat() if last else None}
+        return {"tables": tables, "stream": stream, "ledger": self.ledger, "snapshot": pace}
 
 
 def gather_status(config: Config, spark: Callable[[], SparkSession]) -> Status:
@@ -199,7 +205,8 @@ def gather_status(config: Config, spark: Callable[[], SparkSession]) -> Status:
     session, asked for only by catalog silver tables."""
     files = ArrowFiles()
     ledger = ledger_path(config)
-    progress = table_progress(read_chunks(ledger))
+    chunks = read_chunks(ledger)
+    progress = table_progress(chunks)
     # A table the stream took in at its CREATE has no snapshot: no chunks in the ledger.
     for table in StreamTables(tables_path(config), files).read():
         progress.setdefault(table, (0, 0, 0))
@@ -207,7 +214,8 @@ def gather_status(config: Config, spark: Callable[[], SparkSession]) -> Status:
         TableStatus(table, done, total, rows, *_silver_rows(config, table, spark))
         for table, (done, total, rows) in sorted(progress.items())
     ]
-    return Status(tables, stream_lag(files, config), ledger)
+    pace = snapshot_pace(chunks, config.snapshot.max_rows_per_second)
+    return Status(tables, stream_lag(files, config), ledger, pace)
 
 
 def render_status(status: Status) -> str:
@@ -229,8 +237,31 @@ def render_status(status: Status) -> str:
         lines.append(
             f"{t.table:<32} {chunks:>13} {t.bronze_rows:>12,} {silver:>12}  {t.snapshot}{history}"
         )
+    if status.pace is not None:
+        lines.append(_render_pace(status.pace))
     lines.append(_render_lag(status.stream))
     return "\n".join(lines)
+
+
+def _render_pace(pace: SnapshotPace) -> str:
+    """A snapshot in progress: its rate between recent ledger marks, its cap, its last mark."""
+    cap = (
+        f"capped at {pace.cap:,} rows/s (snapshot.max_rows_per_second)"
+        if pace.cap
+        else "no rate cap"
+    )
+    if pace.last_mark is None:
+        return f"snapshot in progress: no chunk marked yet; {cap}"
+    rate = (
+        "one batch marked lately"
+        if pace.rows_per_second is None
+        else f"{pace.rows_per_second:,.0f} rows/s between its marks of the last "
+        f"{WINDOW.seconds // 60} min"
+    )
+    return (
+        f"snapshot in progress: {rate}; {cap}; last chunk marked "
+        f"{pace.last_mark:%Y-%m-%d %H:%M:%S} UTC"
+    )
 
 
 def _render_lag(lag: StreamLag | None) -> str:

@@ -8,7 +8,8 @@ ledger only grows by appends).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
@@ -32,6 +33,9 @@ class ChunkState:
     lw: BinlogOffset | None = None
     hw: BinlogOffset | None = None
     rows: int | None = None
+    #: When the ledger marked it (its newest mark row's `updated_at`); None while pending. Not
+    #: part of the chunk's identity: the same chunk read back later is equal.
+    marked_at: datetime | None = field(default=None, compare=False)
 
     @property
     def finished(self) -> bool:
@@ -60,6 +64,7 @@ def current_chunks(rows: Iterable[Mapping[str, object]]) -> list[ChunkState]:
     for key, plan in plans.items():
         mark = marks.get(key)
         merged = plan if mark is None else {**plan, **{c: mark.get(c) for c in _MARKED}}
+        merged = {**merged, "marked_at": None if mark is None else mark["updated_at"]}
         states.append(chunk_state(dict(merged)))
     return sorted(states, key=lambda s: (s.table, s.chunk_id))
 
@@ -105,4 +110,5 @@ def chunk_state(row: dict[str, object]) -> ChunkState:
         lw=offset("lw"),
         hw=offset("hw"),
         rows=int(row["rows"]) if row["rows"] is not None else None,  # type: ignore[call-overload]
+        marked_at=row.get("marked_at"),  # type: ignore[arg-type]
     )

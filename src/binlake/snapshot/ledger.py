@@ -106,14 +106,16 @@ class Ledger:
         return current_chunks(row.asDict() for row in frame.collect())
 
     def record_plans(
-        self, plans: Mapping[str, tuple[str, Callable[[], list[ChunkRange]]]]
+        self,
+        plans: Mapping[str, tuple[str, Callable[[], list[ChunkRange]]]],
+        recorded: Mapping[str, list[ChunkState]] | None = None,
     ) -> dict[str, list[ChunkState]]:
         """Per table (`name: (split column, planner)`), the plan already recorded, or its
         planner's chunks; every new plan is persisted in one commit, whatever the number of
-        tables (a table's plan is never split across commits)."""
-        recorded: dict[str, list[ChunkState]] = {}
-        for state in self.chunks():
-            recorded.setdefault(state.table, []).append(state)
+        tables (a table's plan is never split across commits). `recorded`: the ledger's chunks
+        by table, when the caller has just read them (read here otherwise)."""
+        if recorded is None:
+            recorded = by_table(self.chunks())
         states: dict[str, list[ChunkState]] = {}
         new: list[ChunkState] = []
         for table, (split_column, plan) in plans.items():

@@ -1,9 +1,11 @@
 """`snapshot.max_rows_per_second`: the rows a snapshot reads from the source, capped.
 
 Chunk reads run in Spark tasks, up to `parallelism` per table and `concurrent_tables` tables at
-once, in executor processes that share no memory. So the cap is split before the reads start:
-each reader paces itself to its share (`reader_share`), and together they never read faster
-than the cap, whichever of them run at a given moment.
+once, in executor processes that share no memory. So the cap is split before each commit batch
+starts (`CapShares`): the batch gets the cap over the tables read at once, and each of its
+readers paces itself to its part of that (`reader_share`). Together they never read faster than
+the cap, whichever of them run at a given moment, and once fewer tables are left than are read
+at once, the readers left take the whole cap between them instead of the share they had.
 
 A reader learns how many rows it read only once its SELECT has returned, so it pays after each
 read and may go into debt (a chunk can hold more rows than its share allows in a second), then
@@ -15,6 +17,7 @@ flight.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -22,6 +25,32 @@ from collections.abc import Callable
 def reader_share(max_rows_per_second: float, readers: int) -> float:
     """Each of `readers` readers' share of the cap (0: no cap)."""
     return max_rows_per_second / readers if max_rows_per_second > 0 else 0.0
+
+
+class CapShares:
+    """The cap split over the tables of one snapshot run, `slots` of them read at once.
+
+    A commit batch starting now gets the cap over `min(slots, tables not yet done)`. That count
+    never grows during a run, so a batch started earlier had at most the share of one started
+    now, and the batches in flight (one per table not done, `slots` at most) never sum past the
+    cap. Thread-safe: each table's driver thread asks for its batches and says when it is done.
+    """
+
+    def __init__(self, cap: float, slots: int, tables: int) -> None:
+        self.cap = cap
+        self.slots = slots
+        self._left = tables
+        self._lock = threading.Lock()
+
+    def batch(self) -> float:
+        """Rows a second the batch starting now may read, over all its readers (0: no cap)."""
+        with self._lock:
+            return reader_share(self.cap, max(1, min(self.slots, self._left)))
+
+    def table_done(self) -> None:
+        """A table has nothing more to read in this run: the rest share its part."""
+        with self._lock:
+            self._left -= 1
 
 
 class RowBudget:

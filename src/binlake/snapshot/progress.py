@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from binlake.lake.event_log import Event
 from binlake.model.counts import counted
+from binlake.model.tally import Tally
 from binlake.snapshot.chunk_states import ChunkState
 from binlake.snapshot.ledger import ChunkResult
 
@@ -105,6 +106,10 @@ class Progress:
 
     def line(self) -> str:
         """The progress line: chunks, tables, rows, rates, and the time left."""
+        return f"snapshot: chunks {self.finished}/{self.total} done, {self._detail()}"
+
+    def _detail(self) -> str:
+        """The line after its chunks: tables, rows, rates, and the time left."""
         elapsed = self._clock() - self.started
         tables_done = sum(1 for chunks in self._unfinished.values() if not chunks)
         average = self.rows / elapsed if elapsed > 0 else 0.0
@@ -112,14 +117,14 @@ class Progress:
         left = self.seconds_left()
         eta = "" if left is None or self.finished >= self.total else f", {duration(left)} left"
         return (
-            f"snapshot: chunks {self.finished}/{self.total} done, tables {tables_done}/"
-            f"{len(self._unfinished)}, {counted(self.rows, 'row')} read, {self.rate_now():,.0f}"
-            f" rows/s now ({average:,.0f} since the start{cap}){eta}"
+            f"tables {tables_done}/{len(self._unfinished)}, {counted(self.rows, 'row')} read, "
+            f"{self.rate_now():,.0f} rows/s now ({average:,.0f} since the start{cap}){eta}"
         )
 
     def report(self, commit: dict[str, Event] | None = None) -> None:
         """Log the progress so far; `commit`: the event of the ledger commit it follows."""
-        log.info("%s", self.line(), extra=commit)
+        tally = Tally("chunks", self.finished, self.total, self._detail())
+        log.info("%s", self.line(), extra={**(commit or {}), "tally": tally})
         self.said_at = self._clock()
 
     def report_if_quiet(self, reading: Sequence[Reading]) -> None:
@@ -131,7 +136,11 @@ class Progress:
             f"{counted(r.chunks, 'chunk')} of {r.table} ({now - r.since:.0f} s so far)"
             for r in reading
         )
-        log.info("snapshot: reading %s; chunks %d/%d done", batches, self.finished, self.total)
+        tally = Tally("chunks", self.finished, self.total, f"reading {batches}")
+        log.info(
+            "snapshot: reading %s; chunks %d/%d done", batches, self.finished, self.total,
+            extra={"tally": tally},
+        )  # fmt: skip
         self.said_at = now
 
 

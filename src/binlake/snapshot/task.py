@@ -38,7 +38,8 @@ from binlake.errors import ConfigError, SchemaChangeError, carried_by
 from binlake.lake.event_log import event
 from binlake.lake.files import driver_files
 from binlake.lake.lease import HeldLease, snapshot_lease
-from binlake.lake.paths import ledger_path
+from binlake.lake.paths import ledger_path, tables_path
+from binlake.lake.stream_tables import StreamTables
 from binlake.lake.table_layout import apply_layout
 from binlake.lake.tables import (
     BRONZE_STATS_COLUMNS,
@@ -57,10 +58,11 @@ from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, schema_hist
 from binlake.mysql.server import current_offset
 from binlake.runtime.interrupts import stop_requests
 from binlake.snapshot.batch_reads import TailReads, chunk_reports, chunk_results, read_chunks
+from binlake.snapshot.chunk_states import by_table
 from binlake.snapshot.chunks import ChunkRange
 from binlake.snapshot.ddl_follow import DdlWatch, FollowedTable, Resnapshot
 from binlake.snapshot.ledger import ChunkResult, ChunkState, Ledger
-from binlake.snapshot.pacing import reader_share
+from binlake.snapshot.pacing import CapShares
 from binlake.snapshot.planner import plan_table
 from binlake.snapshot.progress import Progress, Reading
 from binlake.snapshot.resets import PendingResets, reset_table
@@ -176,7 +178,9 @@ def _snapshot_round(
                 if not reset:
                     log.info("snapshot: finishing the reset of %s a run began", table.qualified)
                 reset_table(spark, config, ledger, table)
-        plans = plan_chunks(conn, ledger, tables, config)
+        recorded = by_table(ledger.chunks())
+        tables = _not_taken_in_at_create(spark, config, tables, recorded, again)
+        plans = plan_chunks(conn, ledger, tables, config, recorded)
     unrecorded = [t for t in tables if t.qualified in again or not known[t.qualified]]
     filters.record(unrecorded)
     if unrecorded or any(not c.finished for plan in plans.values() for c in plan):
@@ -230,9 +234,9 @@ class ChunkScheduler:
     and their bronze commit replaces the rows (see `read_and_commit`).
 
     Concurrent jobs must not share a replica server id (the server would evict one binlog
-    replay): slot `s` reads with ids `low + s * parallelism + partition`. Each of the
-    `parallelism` readers of each slot paces itself to its share of
-    `snapshot.max_rows_per_second` (`pacing`).
+    replay): slot `s` reads with ids `low + s * parallelism + partition`. Each batch gets its
+    share of `snapshot.max_rows_per_second` as it starts, larger once fewer tables are left
+    than slots, and each of its readers paces itself to its part (`pacing.CapShares`).
     """
 
     def __init__(
@@ -258,7 +262,7 @@ class ChunkScheduler:
         self._no_more = threading.Event()  # a stop asked for: no new batch starts
         self._resnapshot: dict[str, str] = {}
         self._reading: dict[str, Reading] = {}  # table → its batch being read
-        self._reader_rate = 0.0  # rows a second each reader may read (0: no cap), set by `run`
+        self._shares = CapShares(0, 1, 0)  # `snapshot.max_rows_per_second` split, set by `run`
 
     def run(self, work: list[tuple[TableSchema, list[ChunkState], SchemaEntry]]) -> dict[str, str]:
         """Every table's pending chunks read, committed and marked; the first failure raised
@@ -267,8 +271,7 @@ class ChunkScheduler:
         slots = min(self.config.table_slots, len(work))
         for slot in range(slots):
             self._slots.put(slot)
-        options = self.config.snapshot
-        self._reader_rate = reader_share(options.max_rows_per_second, slots * options.parallelism)
+        self._shares = CapShares(self.config.snapshot.max_rows_per_second, slots, len(work))
         pool = ThreadPoolExecutor(slots, thread_name_prefix="binlake-snapshot")
         with stop_requests(STOP_NOTICE) as asked:
             try:
@@ -373,7 +376,7 @@ class ChunkScheduler:
 
             def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
                 return read_and_commit(self.spark, self.config, self.source, schema, batch, slot,
-                                       self._reader_rate)  # fmt: skip
+                                       self._shares.batch())  # fmt: skip
 
             chunks = deque(c for c in plan if not c.finished)
             batch_size = self.config.snapshot.commit_batch
@@ -396,6 +399,7 @@ class ChunkScheduler:
                 chunks.extend(c for c in planned if c.chunk_id not in read)  # the rest, if any
                 self._committed.put(_Committed(results, planned=planned))
         finally:
+            self._shares.table_done()
             self._slots.put(slot)
             self._committed.put(_Committed([]))  # wakes the marking loop: the thread has ended
 
@@ -431,15 +435,48 @@ def chosen_tables(tables: list[TableSchema], only: list[str] | None) -> list[Tab
     return chosen
 
 
+def _not_taken_in_at_create(
+    spark: SparkSession,
+    config: Config,
+    tables: list[TableSchema],
+    recorded: dict[str, list[ChunkState]],
+    again: set[str],
+) -> list[TableSchema]:
+    """`tables` less those this config's stream job took in at their CREATE (in its table list
+    with no plan in the ledger; a snapshot's join leaves a plan), unless a reset reads them
+    again. The stream's silver holds every row of such a table from the binlog, so a snapshot
+    would read the whole table for nothing: the catch-up job (`binlake run`) snapshots before
+    each stream run."""
+    joined = StreamTables(tables_path(config), driver_files(spark)).read()
+    taken_in = {
+        t.qualified for t in tables
+        if t.qualified in joined and t.qualified not in recorded and t.qualified not in again
+    }  # fmt: skip
+    if taken_in:
+        log.info(
+            "snapshot: nothing to read of %s: stream %s took %s in from %s CREATE "
+            "(`--reset` snapshots %s anyway)",
+            ", ".join(sorted(taken_in)), config.stream.job_name,
+            *(("it", "its", "it") if len(taken_in) == 1 else ("them", "their", "them")),
+        )  # fmt: skip
+    return [t for t in tables if t.qualified not in taken_in]
+
+
 def plan_chunks(
-    conn: pymysql.Connection, ledger: Ledger, tables: list[TableSchema], config: Config
+    conn: pymysql.Connection,
+    ledger: Ledger,
+    tables: list[TableSchema],
+    config: Config,
+    recorded: dict[str, list[ChunkState]] | None = None,
 ) -> dict[str, list[ChunkState]]:
-    """Every table's chunks: from the ledger, or planned now and recorded in one commit."""
+    """Every table's chunks: from the ledger (`recorded`: its chunks by table, if already
+    read), or planned now and recorded in one commit."""
 
     def planner(table: TableSchema) -> Callable[[], list[ChunkRange]]:
         return lambda: plan_table(conn, table, config.snapshot)
 
-    return ledger.record_plans({t.qualified: (t.split_column, planner(t)) for t in tables})
+    plans = {t.qualified: (t.split_column, planner(t)) for t in tables}
+    return ledger.record_plans(plans, recorded)
 
 
 def read_and_commit(
@@ -449,13 +486,14 @@ def read_and_commit(
     table: TableSchema,
     batch: list[ChunkState],
     slot: int,
-    reader_rate: float = 0.0,
+    rows_per_second: float = 0.0,
 ) -> list[ChunkResult]:
     """The batch read and committed to bronze: its chunks' rows replace theirs, and where it
     holds the open-ended chunk, the rows of every chunk id above it too (chunks its reads went
     on to in a run that crashed before the ledger recorded them)."""
     tail_reads = TailReads(config.snapshot.chunk_size, config.snapshot.commit_batch)
-    rows, reports = read_chunks(spark, config, source, table, batch, slot, reader_rate, tail_reads)
+    rows, reports = read_chunks(spark, config, source, table, batch, slot, rows_per_second,
+                                tail_reads)  # fmt: skip
     bronze = bronze_table(config, table)
     tail = next((c.chunk_id for c in batch if c.range.end is None), None)
     try:

@@ -223,3 +223,27 @@ def test_a_sigterm_is_handled_as_a_ctrl_c() -> None:
     finally:
         signal.signal(signal.SIGINT, before[0])
         signal.signal(signal.SIGTERM, before[1])
+
+
+@pytest.mark.parametrize(
+    ("raised", "said"),
+    [
+        # A Ctrl-C that reaches the command as a bare KeyboardInterrupt (a stream between
+        # batches): on an earlier commit the line ended after "interrupted: ", saying nothing.
+        (KeyboardInterrupt(), "stream stopped; what it committed stays: run the same command"),
+        (KeyboardInterrupt("snapshot stopped with 3/9 chunks committed"), "3/9 chunks committed"),
+    ],
+)
+def test_an_interrupt_ends_with_a_line_that_says_what_stays(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    raised: KeyboardInterrupt,
+    said: str,
+) -> None:
+    def interrupted(*_: object) -> int:
+        raise raised
+
+    monkeypatch.setattr("binlake.jobs.cli._run_command", interrupted)
+    assert main(["stream", "--set", "source.database=db"]) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("binlake: interrupted: ") and said in last, last

@@ -1,14 +1,17 @@
 """`snapshot.max_rows_per_second`: each reader's token bucket, on a fake clock (nothing sleeps).
 The cases are the ones that break a naive bucket: bursts, a reader slower than its share saving
-up, many readers, a chunk larger than a second's rows, and the cap off."""
+up, many readers, a chunk larger than a second's rows, and the cap off. Then the cap's split
+over tables (`CapShares`): the last tables left take all of it, and the batches in flight never
+sum past it, on random schedules of tables, slots and batch lengths."""
 
 from __future__ import annotations
 
+import heapq
 import random
 
 import pytest
 
-from binlake.snapshot.pacing import RowBudget, reader_share
+from binlake.snapshot.pacing import CapShares, RowBudget, reader_share
 
 
 class Clock:
@@ -86,3 +89,68 @@ def test_no_cap_never_waits() -> None:
     assert [budget.spend(10**9) for _ in range(3)] == [0, 0, 0]
     assert reader_share(0, 8) == 0
     assert reader_share(800, 8) == 100
+
+
+def test_the_last_table_left_is_read_at_the_whole_cap() -> None:
+    """Three tables, two at a time: the third, read alone at the end, takes all of the cap (a
+    split fixed at the start left it half, and the run at 0.5-0.7x the cap)."""
+    shares = CapShares(6000, slots=2, tables=3)
+    assert shares.batch() == 3000  # two tables read at once
+    shares.table_done()
+    assert shares.batch() == 3000  # the third starts beside the second
+    shares.table_done()
+    assert shares.batch() == 6000
+
+
+def test_tables_waiting_for_a_slot_keep_the_split() -> None:
+    shares = CapShares(1000, slots=4, tables=10)
+    for _ in range(6):
+        assert shares.batch() == 250
+        shares.table_done()
+    assert [shares.batch() for _ in range(1)] == [250]  # 4 left: still 4 at once
+    shares.table_done()
+    assert shares.batch() == pytest.approx(1000 / 3)
+
+
+def test_no_cap_splits_to_no_cap() -> None:
+    shares = CapShares(0, slots=2, tables=3)
+    assert shares.batch() == 0
+    shares.table_done()
+    shares.table_done()
+    shares.table_done()
+    assert shares.batch() == 0  # and no division by zero once every table is done
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_batches_in_flight_never_sum_past_the_cap(seed: int) -> None:
+    """A random snapshot: tables of random batch counts and lengths, `slots` at once, each
+    table taking the first slot to come free, a batch's share asked as it starts, in the order
+    of time. At every moment the batches in flight sum to at most the cap; a batch that starts
+    with no other table left reads at all of it."""
+    rng = random.Random(seed)
+    cap, slots, tables = 10_000, rng.randint(1, 4), rng.randint(1, 9)
+    batches = [[rng.uniform(0.1, 5.0) for _ in range(rng.randint(1, 6))] for _ in range(tables)]
+    shares = CapShares(cap, slots, tables)
+    flights: list[tuple[float, float, float, int]] = []  # (start, end, share, tables left)
+    waiting = list(range(tables))
+    left = tables
+    running: dict[int, list[float]] = {}  # slot → the batch lengths its table has left
+    events = [(0.0, slot) for slot in range(slots)]  # (when, slot): the slot's next step
+    heapq.heapify(events)
+    while events:
+        now, slot = heapq.heappop(events)
+        if slot in running and not running[slot]:  # its table's last batch has ended
+            del running[slot]
+            shares.table_done()
+            left -= 1
+        if slot not in running and waiting:
+            running[slot] = list(batches[waiting.pop(0)])
+        if slot in running:
+            length = running[slot].pop(0)
+            flights.append((now, now + length, shares.batch(), left))
+            heapq.heappush(events, (now + length, slot))
+    for moment in sorted({start for start, *_ in flights}):
+        in_flight = sum(share for start, end, share, _ in flights if start <= moment < end)
+        assert in_flight <= cap * (1 + 1e-9), (moment, in_flight)
+    assert all(share == cap for _, _, share, alone in flights if alone == 1)
+    assert all(share == cap / min(slots, n) for _, _, share, n in flights)
