@@ -152,9 +152,9 @@ def id_range(ids: Sequence[int]) -> str:
 def render_plan(plan: Plan) -> str:
     """The plan as aligned text lines: a row per table, then the totals, the reads and server
     ids the job would take, and what the ledger already holds."""
-    header = ("table", "key", "split by", "est. rows", "chunks", "ledger")
+    header = ("table", "key", "split by", "est. rows", "chunks", "rows/chunk", "ledger")
     rows = [header, *(_table_row(t) for t in plan.tables)]
-    return "\n".join([*aligned(rows, right={3}), "", *_summary(plan)])
+    return "\n".join([*aligned(rows, right={3, 5}), "", *_summary(plan)])
 
 
 def aligned(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
@@ -183,6 +183,7 @@ def _table_row(table: TablePlan) -> tuple[str, ...]:
         table.split_column,
         f"~{table.estimated_rows:,}",
         counted(table.chunks, "chunk"),
+        f"~{round(table.estimated_rows / max(table.chunks, 1)):,}",
         ledger,
     )
 
@@ -191,9 +192,9 @@ def _summary(plan: Plan) -> list[str]:
     chunks = sum(t.chunks for t in plan.tables)
     pending = sum(t.pending for t in plan.tables)
     lines = [
-        f"{counted(len(plan.tables), 'table')}, {counted(chunks, 'chunk')} of up to "
-        f"{counted(plan.chunk_size, 'row')} (snapshot.chunk_size); "
-        f"{counted(pending, 'chunk')} to read"
+        f"{counted(len(plan.tables), 'table')}, {counted(chunks, 'chunk')} "
+        f"(snapshot.chunk_size: {counted(plan.chunk_size, 'row')}, more where one key value "
+        f"holds more); {counted(pending, 'chunk')} to read"
     ]
     if pending:
         lines.append(

@@ -114,4 +114,34 @@ def plan_table(
         "planned %s: %s by counted keys (about %s)",
         table.qualified, counted(len(ranges), "chunk"), counted(int(rows), "row"),
     )  # fmt: skip
+    coarse = coarse_split(table, int(rows), len(ranges), options.chunk_size)
+    if coarse:
+        log.warning("%s", coarse)
     return ranges
+
+
+#: Rows per chunk past which a split is called coarse: a chunk is read, held and corrected in
+#: one task, so its memory grows with its rows.
+COARSE_FACTOR = 2
+
+
+def coarse_split(table: TableSchema, rows: int, chunks: int, chunk_size: int) -> str | None:
+    """What to do about a split column with too few values for `chunk_size` (a composite key's
+    first column, such as a region or a tenant: one chunk per value, however many rows each
+    holds), or None when the chunks hold about `chunk_size` rows or fewer."""
+    per_chunk = rows / max(chunks, 1)
+    if per_chunk <= COARSE_FACTOR * chunk_size:
+        return None
+    others = [c for c in table.key if c != table.split_column]
+    remedy = (
+        f"`snapshot.split_keys: {{{table.name}: {others[0]}}}` splits finer, where {others[0]} "
+        "leads an index of its own (each chunk's range is read through it)"
+        if others
+        else "name a split column with more values in `snapshot.split_keys`"
+    )
+    return (
+        f"{table.qualified}: split by {table.split_column}, whose values hold about "
+        f"{counted(round(per_chunk), 'row')} each ({per_chunk / chunk_size:.1f}× "
+        f"snapshot.chunk_size): each chunk is read and held in one task, its memory growing "
+        f"with its rows; {remedy}"
+    )

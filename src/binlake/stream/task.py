@@ -543,10 +543,12 @@ def _follow(
     failed snapshot, stops the query."""
     totals = [0, 0]
     seen: set[int] = set()
+    running = RunningBatch(stream.job_name)
     try:
         while query.isActive:
             _await(query, min(max(stream.trigger_seconds, 1.0), 10.0))
             _log_progress(query, seen, totals)
+            running.report_if_long(query)
             lease.check()
             resnapshots.poll()
     except BaseException:  # KeyboardInterrupt too: a query left running outlives its process
@@ -558,6 +560,40 @@ def _follow(
     if failure is not None:
         raise failure
     return totals[0], totals[1]
+
+
+#: The longest a batch runs without a line (the snapshot's quiet lines keep the same pace).
+QUIET_AT_MOST_S = 30.0
+
+
+class RunningBatch:
+    """A line every `QUIET_AT_MOST_S` while one batch runs: a large backlog's batch, or the
+    first MERGE into a large silver, can take minutes, and the batch's own line comes only
+    once it is done. The batch running is the one after the query's last progress, while
+    Spark says a trigger is active with data to process; `clock` is `time.monotonic` but for
+    tests."""
+
+    def __init__(self, job: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.job = job
+        self._clock = clock
+        self._batch: int | None = None  # the batch seen running at the last poll
+        self._since = self._said = 0.0
+
+    def report_if_long(self, query: StreamingQuery) -> None:
+        status, last = query.status, query.lastProgress
+        if not (status.get("isTriggerActive") and status.get("isDataAvailable")):
+            self._batch = None
+            return
+        batch = 0 if not last else int(last["batchId"]) + 1
+        now = self._clock()
+        if batch != self._batch:
+            self._batch, self._since, self._said = batch, now, now
+        elif now - self._said >= QUIET_AT_MOST_S:
+            log.info(
+                "stream %s: batch %d running, %.0f s so far (%s)",
+                self.job, batch, now - self._since, str(status.get("message", "")).lower(),
+            )  # fmt: skip
+            self._said = now
 
 
 def _await(query: StreamingQuery, seconds: float) -> None:

@@ -35,13 +35,16 @@ def test_a_plan_reads_as_aligned_lines() -> None:
     done = TablePlan("shop.products", ("sku",), "sku", 600, 1, 1)
 
     assert render_plan(_plan(new, resumed, done)).splitlines() == [
-        "table             key                split by  est. rows  chunks     ledger",
-        "shop.customers    id                 id           ~3,000  30 chunks  planned now",
-        "shop.order_lines  order_id, line_no  order_id     ~2,400  5 chunks   recorded, 2/5 "
-        "finished",
-        "shop.products     sku                sku            ~600  1 chunk    finished: skipped",
+        "table             key                split by  est. rows  chunks     rows/chunk  ledger",
+        "shop.customers    id                 id           ~3,000  30 chunks        ~100  planned "
+        "now",
+        "shop.order_lines  order_id, line_no  order_id     ~2,400  5 chunks         ~480  "
+        "recorded, 2/5 finished",
+        "shop.products     sku                sku            ~600  1 chunk          ~600  "
+        "finished: skipped",
         "",
-        "3 tables, 36 chunks of up to 100 rows (snapshot.chunk_size); 33 chunks to read",
+        "3 tables, 36 chunks (snapshot.chunk_size: 100 rows, more where one key value holds more); "
+        "33 chunks to read",
         "source reads at once: up to 7 chunk SELECTs (2 tables at once, each up to "
         "snapshot.parallelism=4 chunks)",
         "server ids: snapshot readers 5400-5407, stream 5499",
@@ -58,7 +61,10 @@ def test_reads_at_once_are_bounded_by_the_table_slots_and_each_tables_chunks() -
 
 def test_a_finished_snapshot_takes_no_reader_ids() -> None:
     lines = render_plan(_plan(TablePlan("db.t", ("id",), "id", 1, 1, 1))).splitlines()
-    assert "1 table, 1 chunk of up to 100 rows (snapshot.chunk_size); 0 chunks to read" in lines
+    assert (
+        "1 table, 1 chunk (snapshot.chunk_size: 100 rows, more where one key value holds more); "
+        "0 chunks to read"
+    ) in lines
     assert "server ids: stream 5499" in lines
     assert not any(line.startswith("source reads") for line in lines)
 
