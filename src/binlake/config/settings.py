@@ -259,8 +259,8 @@ class SnapshotConfig(_Section):
     #: (docs/performance.md#measured-constants).
     chunks_per_commit: Annotated[int, Field(ge=0)] = 0
     #: Rows a second the snapshot reads from the source at most, over all its readers; 0 = no
-    #: cap. The tables read at once share it evenly (the last ones left take all of it), and
-    #: each reader paces itself to its part, waiting after a read until its rows are paid.
+    #: cap. The readers that can run at once share it evenly (the tables still to read, no more
+    #: than Spark's task slots), each waiting after a read until its rows are paid.
     max_rows_per_second: Annotated[int, Field(ge=0)] = 0
 
     @property

@@ -292,6 +292,14 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def task_slots(spark: SparkSession) -> int | None:
+    """The Spark tasks that can run at once: a classic session's default parallelism (its
+    executors' cores); None on Spark Connect, whose client cannot ask."""
+    if is_connect(spark):
+        return None
+    return int(spark.sparkContext.defaultParallelism)
+
+
 #: The oldest Spark binlake runs on: its binlog source is a Python streaming data source, which
 #: Spark has from 4.0 (Databricks Runtime 17.3 LTS). Spark 4.0 and 4.1 give such a source no
 #: read limits and no Trigger.AvailableNow of its own (4.2 does, SPARK-55304): the source and the

@@ -40,7 +40,7 @@ from binlake.mysql.lineage import source_lineage
 from binlake.snapshot.chunk_reader import ChunkRead, ChunkReader
 from binlake.snapshot.chunks import ChunkRange, decode_key, encode_key
 from binlake.snapshot.ledger import ChunkResult, ChunkState
-from binlake.snapshot.pacing import RowBudget, reader_share
+from binlake.snapshot.pacing import RowBudget
 from binlake.snapshot.row_filters import filtered_rows
 
 #: What a task reports per chunk it read: (chunk_id, lw_file, lw_pos, hw_file, hw_pos, rows,
@@ -71,20 +71,20 @@ def read_chunks(
     table: TableSchema,
     chunks: list[ChunkState],
     slot: int = 0,
-    rows_per_second: float = 0.0,
+    reader_rate: float = 0.0,
     tail: TailReads | None = None,
 ) -> tuple[DataFrame, Observation]:
     """One Spark job's worth of chunk reads (at most `snapshot.parallelism` tasks), lazily; its
-    tasks use the server ids of `slot` (see `ChunkScheduler`), together reading at most
-    `rows_per_second` rows a second (0: no cap), each its part. With `tail`, the open-ended
-    chunk is read in bounded reads that go on past it as new chunk ids (`ChunkBatchReader`: the
-    snapshot); without, every chunk is read whole under its own id (`verify`, whose chunks are
-    the ledger's).
+    tasks use the server ids of `slot` (see `ChunkScheduler`), each reading at most
+    `reader_rate` rows a second (0: no cap). With `tail`, the open-ended chunk is read in
+    bounded reads that go on past it as new chunk ids (`ChunkBatchReader`: the snapshot);
+    without, every chunk is read whole under its own id (`verify`, whose chunks are the
+    ledger's).
 
     The rows carry the bronze columns, without the rows `source.row_filters` drops (judged at
     each chunk's HW); the observation holds the chunks' reports once the frame has run
-    (`chunk_reports`). Run the frame exactly once: each run reads the chunks
-    again, at new high watermarks.
+    (`chunk_reports`). Run the frame exactly once: each run reads the chunks again, at new high
+    watermarks.
     """
     slices = min(config.snapshot.parallelism, len(chunks))
     descriptors = [(c.chunk_id, encode_key(c.range.start), encode_key(c.range.end)) for c in chunks]
@@ -92,7 +92,7 @@ def read_chunks(
     server_id_base = config.snapshot_server_id(slot * config.snapshot.parallelism)
     lineage = source_lineage(driver_files(spark), config, source)
     reader = ChunkBatchReader(source, table, server_id_base, descriptors, lineage, tail,
-                              reader_share(rows_per_second, slices))  # fmt: skip
+                              reader_rate)  # fmt: skip
     schema = T.StructType(
         [
             *bronze_schema(lake_view(source, table)).fields,

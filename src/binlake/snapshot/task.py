@@ -57,6 +57,7 @@ from binlake.mysql.prerequisites import validate
 from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, schema_history
 from binlake.mysql.server import current_offset
 from binlake.runtime.interrupts import stop_requests
+from binlake.runtime.spark import task_slots
 from binlake.snapshot.batch_reads import TailReads, chunk_reports, chunk_results, read_chunks
 from binlake.snapshot.chunk_states import by_table
 from binlake.snapshot.chunks import ChunkRange
@@ -234,9 +235,9 @@ class ChunkScheduler:
     and their bronze commit replaces the rows (see `read_and_commit`).
 
     Concurrent jobs must not share a replica server id (the server would evict one binlog
-    replay): slot `s` reads with ids `low + s * parallelism + partition`. Each batch gets its
-    share of `snapshot.max_rows_per_second` as it starts, larger once fewer tables are left
-    than slots, and each of its readers paces itself to its part (`pacing.CapShares`).
+    replay): slot `s` reads with ids `low + s * parallelism + partition`. Each reader of a
+    batch paces itself to its share of `snapshot.max_rows_per_second`, set as the batch starts
+    over the readers that can run then (`pacing.CapShares`).
     """
 
     def __init__(
@@ -262,7 +263,7 @@ class ChunkScheduler:
         self._no_more = threading.Event()  # a stop asked for: no new batch starts
         self._resnapshot: dict[str, str] = {}
         self._reading: dict[str, Reading] = {}  # table → its batch being read
-        self._shares = CapShares(0, 1, 0)  # `snapshot.max_rows_per_second` split, set by `run`
+        self._shares = CapShares(0, 1, 0, 1, None)  # the cap's split, set by `run`
 
     def run(self, work: list[tuple[TableSchema, list[ChunkState], SchemaEntry]]) -> dict[str, str]:
         """Every table's pending chunks read, committed and marked; the first failure raised
@@ -271,7 +272,9 @@ class ChunkScheduler:
         slots = min(self.config.table_slots, len(work))
         for slot in range(slots):
             self._slots.put(slot)
-        self._shares = CapShares(self.config.snapshot.max_rows_per_second, slots, len(work))
+        options = self.config.snapshot
+        self._shares = CapShares(options.max_rows_per_second, slots, len(work),
+                                 options.parallelism, task_slots(self.spark))  # fmt: skip
         pool = ThreadPoolExecutor(slots, thread_name_prefix="binlake-snapshot")
         with stop_requests(STOP_NOTICE) as asked:
             try:
@@ -376,7 +379,7 @@ class ChunkScheduler:
 
             def read_batch(schema: TableSchema, batch: list[ChunkState]) -> list[ChunkResult]:
                 return read_and_commit(self.spark, self.config, self.source, schema, batch, slot,
-                                       self._shares.batch())  # fmt: skip
+                                       self._shares.reader())  # fmt: skip
 
             chunks = deque(c for c in plan if not c.finished)
             batch_size = self.config.snapshot.commit_batch
@@ -486,14 +489,13 @@ def read_and_commit(
     table: TableSchema,
     batch: list[ChunkState],
     slot: int,
-    rows_per_second: float = 0.0,
+    reader_rate: float = 0.0,
 ) -> list[ChunkResult]:
     """The batch read and committed to bronze: its chunks' rows replace theirs, and where it
     holds the open-ended chunk, the rows of every chunk id above it too (chunks its reads went
     on to in a run that crashed before the ledger recorded them)."""
     tail_reads = TailReads(config.snapshot.chunk_size, config.snapshot.commit_batch)
-    rows, reports = read_chunks(spark, config, source, table, batch, slot, rows_per_second,
-                                tail_reads)  # fmt: skip
+    rows, reports = read_chunks(spark, config, source, table, batch, slot, reader_rate, tail_reads)
     bronze = bronze_table(config, table)
     tail = next((c.chunk_id for c in batch if c.range.end is None), None)
     try:
