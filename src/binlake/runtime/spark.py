@@ -293,11 +293,20 @@ def is_connect(spark: SparkSession) -> bool:
 
 
 def task_slots(spark: SparkSession) -> int | None:
-    """The Spark tasks that can run at once: a classic session's default parallelism (its
-    executors' cores); None on Spark Connect, whose client cannot ask."""
+    """The Spark tasks that can run at once: a local session's threads (`local[N]`, `local[*]`:
+    every core; its default parallelism is binlake's shuffle setting, not its threads), a
+    cluster's default parallelism (its executors' cores, unless a job overrides
+    `spark.default.parallelism`); None on Spark Connect, whose client cannot ask."""
     if is_connect(spark):
         return None
-    return int(spark.sparkContext.defaultParallelism)
+    context = spark.sparkContext
+    threads = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]|local", context.master)
+    if threads is None:
+        return int(context.defaultParallelism)
+    count = threads.group(1)
+    if count is None:  # plain `local`: one thread
+        return 1
+    return os.cpu_count() or 1 if count == "*" else int(count)
 
 
 #: The oldest Spark binlake runs on: its binlog source is a Python streaming data source, which
