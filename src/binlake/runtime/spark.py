@@ -300,7 +300,7 @@ def task_slots(spark: SparkSession) -> int | None:
     if is_connect(spark):
         return None
     context = spark.sparkContext
-    threads = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]|local", context.master)
+    threads = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]|local", context.master or "")
     if threads is None:
         return int(context.defaultParallelism)
     count = threads.group(1)
