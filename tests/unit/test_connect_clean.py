@@ -22,6 +22,7 @@ ALLOWED = {
     ("runtime.spark", "local_session"),
     ("runtime.spark", "write_class_archive"),  # `make setup`'s local JVM, and waiting for its exit
     ("runtime.spark", "_stop_and_wait_for_jvm"),
+    ("runtime.spark", "task_slots"),  # a classic session's task slots; None on Spark Connect
     ("runtime.interrupts", "quiet_interrupts"),  # PySpark's SIGINT handler, classic only
     ("lake.files", "HadoopFiles"),
     ("lake.files", "driver_files"),  # HadoopFiles on a classic session only
