@@ -26,7 +26,7 @@ from binlake.model.schema import TableSchema
 from binlake.mysql.connection import connection
 from binlake.mysql.discovery import discover, estimated_rows
 from binlake.mysql.prerequisites import check_server_settings
-from binlake.snapshot.chunk_states import ChunkState, read_chunks
+from binlake.snapshot.chunk_states import ChunkState, by_table, read_chunks
 from binlake.snapshot.planner import plan_table
 
 
@@ -128,10 +128,7 @@ def _recorded_chunks(path: str) -> tuple[dict[str, list[ChunkState]], str | None
         chunks = read_chunks(path)
     except (DeltaError, OSError) as exc:
         return {}, f"the ledger at {path} cannot be read here ({type(exc).__name__})"
-    by_table: dict[str, list[ChunkState]] = {}
-    for chunk in chunks:
-        by_table.setdefault(chunk.table, []).append(chunk)
-    return by_table, None
+    return by_table(chunks), None
 
 
 def _settings_warning(conn: pymysql.Connection) -> str | None:
