@@ -105,6 +105,10 @@ class SourceConfig(_Section):
     #: A client certificate and its key (PEM), for accounts that require X509.
     tls_cert: str | None = None
     tls_key: str | None = None
+    #: A folder of binlog files (`mysqlbinlog --raw`, a managed service's binlog export) the
+    #: stream reads instead of the server: from its oldest file, each table's schema from its
+    #: table maps, no connection made (docs/sources.md#a-binlog-archive-as-the-source).
+    binlog_archive: str | None = None
 
     #: The salt, resolved once on the driver (`config.secrets.with_hash_salt`); never dumped.
     _hash_salt: SecretStr | None = PrivateAttr(default=None)

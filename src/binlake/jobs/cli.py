@@ -171,7 +171,11 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
         from binlake.lake.lease import refuse_if_running
 
         refuse_if_running(config, args.command)
-    if args.command in _PREFLIGHT:
+    if config.source.binlog_archive is not None and args.command in {*_PREFLIGHT, "status"}:
+        from binlake.jobs.preflight import check_archive
+
+        check_archive(config, args.command)
+    elif args.command in _PREFLIGHT:
         # Before the JVM: bad input ends in seconds, with nothing written.
         from binlake.jobs.preflight import preflight
 
@@ -209,7 +213,9 @@ def _run_command(args: argparse.Namespace, pause: StopHook | None = None) -> int
         log.info("next: %s (`--available-now` catches up and stops)", _next(args, "stream"))
     elif args.command == "stream":
         caught_up = commands.stream(spark(), config, args.available_now, on_stop=pause)
-        if args.available_now:
+        if args.available_now and config.source.binlog_archive is not None:
+            log.info("%s of the binlog archive", caught_up_text(caught_up))
+        elif args.available_now:
             log.info("%s; next: %s", caught_up_text(caught_up), _next(args, "verify"))
     elif args.command == "run":
         caught_up = commands.run(spark(), config, on_stop=pause)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pymysql
 
 from binlake.config.settings import Config, LakeConfig, SourceConfig
-from binlake.errors import LakeError, SourceError
+from binlake.errors import ConfigError, LakeError, SourceError
+from binlake.mysql.binlog_archive import BinlogArchive
 from binlake.mysql.connection import connection, query
 from binlake.mysql.prerequisites import validate
 from binlake.mysql.retention import warn_if_managed_retention_short
@@ -44,6 +45,18 @@ def preflight(
         from binlake.snapshot.task import chosen_tables  # pulls in Delta: only when it is needed
 
         chosen_tables(tables, only)
+
+
+def check_archive(config: Config, command: str) -> None:
+    """A binlog archive (`source.binlog_archive`) is read by the stream alone, and must hold
+    binlog files; the lake must be writable. Nothing connects to a server."""
+    if command != "stream":
+        raise ConfigError(
+            f"source.binlog_archive is read by `binlake stream` alone: `binlake {command}` "
+            "reads the server (leave source.binlog_archive out of its config)"
+        )
+    check_lake(config)
+    BinlogArchive(config.source.binlog_archive or "").files()
 
 
 def check_reachable(source: SourceConfig) -> None:

@@ -54,6 +54,7 @@ from binlake.model.offsets import BinlogOffset, position_token
 from binlake.model.schema import TableSchema
 from binlake.mysql.batch_ranges import BatchBudget, bounded_end, read_splits, settled_end
 from binlake.mysql.binlog import follow_changes
+from binlake.mysql.binlog_archive import BinlogArchive
 from binlake.mysql.column_rules import lake_view, projection
 from binlake.mysql.commit_times import commit_times_at
 from binlake.mysql.connection import connection
@@ -134,6 +135,8 @@ class StreamSpec:
     #: times `bytes_per_read` binlog bytes is read by up to one task per id (`reads`).
     read_ids: tuple[int, ...] = ()
     bytes_per_read: int = 4 * 2**20  # stream.bytes_per_read_task
+    #: `source.binlog_archive`: the folder of binlog files read instead of the server.
+    archive: str | None = None
 
     def offset(self, data: dict[str, Any]) -> BinlogOffset:
         """An offset Spark hands the reader, on the source as it is now."""
@@ -269,7 +272,10 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.spec.start.to_dict()
 
     def _head(self) -> BinlogOffset:
-        """The binlog head with its GTID position, on the query's lineage."""
+        """The binlog head with its GTID position, on the query's lineage (an archive's: the
+        end of its newest file)."""
+        if self.spec.archive is not None:
+            return BinlogArchive(self.spec.archive).head()
         with connection(self.spec.source) as conn:
             self.spec.check_server(conn)
             return gtid_head(conn).on(self.spec.start.lineage)
@@ -300,6 +306,8 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             head = min(head, self.spec.stop)
         if head <= position:
             return stream_offset(position, since)
+        if self.spec.archive is not None:  # a file per batch: files end between transactions
+            return stream_offset(min(head, BinlogArchive(self.spec.archive).next_end(position)), 0)
         budget = self.spec.budget(max_bytes)
         if budget.max_bytes is not None or budget.max_changes is not None:
             head = bounded_end(self.spec.source, self.spec.server_id, position, head, budget)
@@ -349,6 +357,9 @@ def commit_time(data: dict[str, Any]) -> int:
 
 def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBatch]:
     """The changes of `(start, end]` to apply, as Arrow batches in the change record's schema."""
+    if spec.archive is not None:
+        yield from _read_archive(spec, spec.archive, partition)
+        return
     with connection(spec.source) as conn:
         spec.check_server(conn)
         server = ServerSchemas(conn, spec.split_keys)
@@ -370,6 +381,21 @@ def read_range(spec: StreamSpec, partition: BinlogRange) -> Iterator[pa.RecordBa
         spec.check_server(conn)
 
 
+def _read_archive(
+    spec: StreamSpec, folder: str, partition: BinlogRange
+) -> Iterator[pa.RecordBatch]:
+    """`read_range` of a binlog archive: its files read in the worker, each table's schema from
+    its table maps, held against the schemas the stream holds at the range's start."""
+    in_force = {t: e.schema for t, e in partition.in_force().items() if e.schema is not None}
+    events = BinlogArchive(folder).read(
+        spec.source.capture, spec.split_keys, partition.start, partition.end, in_force,
+        partition.since,
+    )  # fmt: skip
+    batches = ChangeBatches(spec.source)
+    for block in _filtered_blocks(None, spec, events):
+        yield from batches.of(block)
+
+
 Event = RowChange | SchemaChange
 
 
@@ -387,12 +413,17 @@ def _filtered_blocks(conn: Any, spec: StreamSpec, events: Iterator[Event]) -> It
                 assert event.schema is not None
                 parts.extend(split_key_change(event, event.schema.key_of))
         for part in parts:
-            if isinstance(part, RowChange) and part.table not in orders:
+            # Only a table with chunks is filtered, so only its keys are ordered (a binlog
+            # archive's tables have none, and no server to order them).
+            if (
+                isinstance(part, RowChange)
+                and part.table in spec.marks
+                and part.table not in orders
+            ):
                 assert part.schema is not None
                 orders[part.table] = key_order(conn, part.schema)
-                if part.table in spec.marks:
-                    watermarks = spec.marks[part.table].watermarks(orders[part.table])
-                    marks = WatermarkFilter({**marks.tables, part.table: watermarks})
+                watermarks = spec.marks[part.table].watermarks(orders[part.table])
+                marks = WatermarkFilter({**marks.tables, part.table: watermarks})
         for name, order in orders.items():
             if order is not None:
                 order.prime(

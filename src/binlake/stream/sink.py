@@ -27,6 +27,7 @@ from binlake.lake.files import LakeFiles, join
 from binlake.lake.stream_tables import StreamTables
 from binlake.model.offsets import MAX_ROW, BinlogOffset, bytes_behind, position_token
 from binlake.model.schema import TableSchema
+from binlake.mysql.binlog_archive import BinlogArchive
 from binlake.mysql.connection import connection
 from binlake.mysql.retention import warn_if_purge_near
 from binlake.mysql.schema_history import SchemaHistory
@@ -148,6 +149,10 @@ class BatchSink:
         since the batch's newest change was committed (0 once caught up); None if unknown."""
         if end is None:
             return None, None
+        if self.spec.archive is not None:
+            archive = BinlogArchive(self.spec.archive)
+            behind = bytes_behind(end, archive.head(), archive.sizes())
+            return behind, None if behind else 0.0
         try:
             with connection(self.spec.source) as conn:
                 head = current_offset(conn).on(end.lineage)

@@ -20,7 +20,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from binlake.config.secrets import with_resolved_password
+from binlake.config.secrets import with_hash_salt, with_resolved_password
 from binlake.config.settings import Config, SourceConfig, StreamConfig
 from binlake.errors import (
     BinlogPurgedError,
@@ -39,6 +39,7 @@ from binlake.lake.tables import create_schemas
 from binlake.model.counts import counted
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
+from binlake.mysql.binlog_archive import BinlogArchive
 from binlake.mysql.connection import connection
 from binlake.mysql.gtids import offset_of_gtid, server_identity
 from binlake.mysql.lineage import current_lineage, locate, snapshot_reads
@@ -323,6 +324,8 @@ def _run_stream(
 def _start_and_follow(
     spark: SparkSession, config: Config, lease: HeldLease, available_now: bool, anew: bool = False
 ) -> StreamSummary:
+    if config.source.binlog_archive is not None:
+        return _follow_archive(spark, config, lease, config.source.binlog_archive, available_now)
     started = time.monotonic()
     if restart_pending(spark, config):
         start_anew(spark, config, None, [])
@@ -366,6 +369,40 @@ def _start_and_follow(
         batches_committed(config.stream.job_name)  # the queries ended by themselves
         end = spec.on_source(checkpoint_offset(files, config) or start)
         resnapshots.finish(spec, job.by_name, end)
+    return StreamSummary(batches, changes, time.monotonic() - started)
+
+
+def _follow_archive(
+    spark: SparkSession, config: Config, lease: HeldLease, folder: str, available_now: bool
+) -> StreamSummary:
+    """The stream of a binlog archive (`source.binlog_archive`): from its oldest file, or the
+    checkpoint, to its newest file's end (`available_now`) or on as files are added. No server
+    is asked: a table enters silver at its first row event (`binlog_archive`), with no
+    snapshot to filter against; the sink applies each batch as it applies a server's. A DDL
+    silver cannot follow stops the stream (`stream.on_unfollowable_ddl: stop`)."""
+    started = time.monotonic()
+    archive = BinlogArchive(folder)
+    # A table silver cannot follow stops the stream: an archive has no server to snapshot.
+    stream = config.stream.model_copy(update={"on_unfollowable_ddl": "stop"})
+    config = config.model_copy(update={"stream": stream})
+    files = driver_files(spark)
+    start = checkpoint_offset(files, config) or archive.first()
+    if config.source.capture.database is not None:
+        create_schemas(spark, config, [config.source.capture.database])
+    spec = replace(
+        stream_spec(config, with_hash_salt(config.source), start, {}), read_ids=(), archive=folder
+    )
+    sink = BatchSink(config, spec, [], checkpoint_path(config), files)
+    log.info(
+        "stream %s: starting at %s of the binlog archive %s (%s)",
+        config.stream.job_name, start, folder, ", ".join(archive.files()),
+        extra=event("stream_start", [], start),
+    )  # fmt: skip
+    resnapshots = Resnapshots(spark, config, [], {})
+    target = archive.head() if available_now else None
+    batches, changes, _ = _run_queries(spark, config, lease, sink, resnapshots, target)
+    if available_now:
+        batches_committed(config.stream.job_name)
     return StreamSummary(batches, changes, time.monotonic() - started)
 
 

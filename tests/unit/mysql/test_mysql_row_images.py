@@ -3,7 +3,7 @@ every fixture file (fixtures/mysql-binlogs, README there) decoded from its raw r
 compared, row by row and column by column, with python-mysql-replication's decoding of the same
 event normalised as the snapshot lands values (`typemap`), and with the values upstream asserts.
 
-Each table's schema is built from its TABLE_MAP as information_schema would describe it: the
+Each table's schema is built from its TABLE_MAP (`table_map_schema`, as an archive is read): the
 field type with its metadata (lengths, precision, fsp, bits, signedness and charsets where the
 map carries them, ENUM/SET members under FULL metadata). binlake has no CREATE TABLE reader
 (`ddl_schema` applies ALTERs, and reads JSON as MariaDB's LONGTEXT), so what a map lacks is
@@ -18,30 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pymysqlreplication.constants import FIELD_TYPE
 
 from binlake.errors import SourceError
 from binlake.model.schema import Column, TableSchema
 from binlake.model.typemap import map_column
 from binlake.mysql.binlog_files import FileEvent, read_binlog_file
 from binlake.mysql.row_images import decode_images, image_decoder
+from binlake.mysql.table_map_schema import column_of as table_map_column
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "mysql-binlogs"
 #: Rows events the stream decodes. PARTIAL_UPDATE_ROWS (39) is not among them: the stream
 #: refuses `binlog_row_value_options=PARTIAL_JSON` before reading a row.
 ROWS_EVENTS = frozenset({23, 24, 25, 30, 31, 32})
 UPDATES = frozenset({24, 31})
-
-_INTEGERS = {
-    FIELD_TYPE.TINY: "tinyint", FIELD_TYPE.SHORT: "smallint", FIELD_TYPE.INT24: "mediumint",
-    FIELD_TYPE.LONG: "int", FIELD_TYPE.LONGLONG: "bigint",
-}  # fmt: skip
-_SIZED = {1: "tiny", 2: "", 3: "medium", 4: "long"}  # a BLOB/TEXT's length bytes: its type
-_MAX_BYTES_PER_CHAR = {"utf8mb4": 4, "utf8mb3": 3}
-_TEMPORALS = {
-    FIELD_TYPE.DATETIME2: "datetime", FIELD_TYPE.TIMESTAMP2: "timestamp",
-    FIELD_TYPE.TIME2: "time",
-}  # fmt: skip
 
 #: Column types a table map cannot tell, from the file's CREATE TABLE: VECTOR, which the file
 #: reader maps as a BLOB. (ENUM/SET members a MINIMAL map lacks, in a file without its CREATE
@@ -71,71 +60,12 @@ def file_events(name: str) -> tuple[FileEvent, ...]:
 
 
 def column_of(mapped: Any, declared: dict[str, str]) -> Column:
-    """A TABLE_MAP column as information_schema describes it (every one nullable: NOT NULL is
-    not in a map, and the decoder reads a nullable column's value the same way)."""
-    name, kind = mapped.name, mapped.type
-    if name in declared:
-        data_type = declared[name].split("(")[0]
-        return Column(name, data_type, declared[name], True)
-    if kind in _INTEGERS:
-        unsigned = " unsigned" if mapped.unsigned else ""
-        return Column(name, _INTEGERS[kind], _INTEGERS[kind] + unsigned, True)
-    if kind in (FIELD_TYPE.FLOAT, FIELD_TYPE.DOUBLE):
-        data_type = "float" if kind == FIELD_TYPE.FLOAT else "double"
-        return Column(name, data_type, data_type, True)
-    if kind == FIELD_TYPE.NEWDECIMAL:
-        precision, scale = mapped.precision, mapped.decimals
-        return Column(
-            name, "decimal", f"decimal({precision},{scale})", True, precision=precision,
-            scale=scale,
-        )  # fmt: skip
-    if kind == FIELD_TYPE.YEAR:
-        return Column(name, "year", "year(4)", True)
-    if kind == FIELD_TYPE.DATE:
-        return Column(name, "date", "date", True)
-    if kind in _TEMPORALS:
-        fsp, data_type = mapped.fsp, _TEMPORALS[kind]
-        shown = f"{data_type}({fsp})" if fsp else data_type
-        return Column(name, data_type, shown, True, datetime_precision=fsp)
-    if kind == FIELD_TYPE.BIT:
-        return Column(name, "bit", f"bit({mapped.bits})", True)
-    if kind in (FIELD_TYPE.ENUM, FIELD_TYPE.SET):
-        return _members_column(mapped)
-    if kind == FIELD_TYPE.JSON:
-        return Column(name, "json", "json", True, charset="utf8mb4", collation="utf8mb4_bin")
-    return _string_column(mapped)
-
-
-def _members_column(mapped: Any) -> Column:
-    """An ENUM or SET with its members as FULL metadata names them; under MINIMAL metadata,
-    numbered '1', '2' … (the file reader's member numbers), as many as its width allows."""
-    kind = "enum" if mapped.type == FIELD_TYPE.ENUM else "set"
-    named = mapped.enum_values if kind == "enum" else mapped.set_values
-    if named is None or isinstance(named, range):
-        count = 64 if kind == "set" else 255 if mapped.size == 1 else 65535
-        members = [str(n) for n in range(1, count + 1)]
-    else:
-        members = list(named)[1:] if kind == "enum" else list(named)
-    quoted = ",".join("'" + m.replace("'", "''") + "'" for m in members)
-    return Column(mapped.name, kind, f"{kind}({quoted})", True, charset="utf8mb4")
-
-
-def _string_column(mapped: Any) -> Column:
-    """CHAR/BINARY, VARCHAR/VARBINARY, TEXT/BLOB: binary where the map's collation is `binary`;
-    text in the map's charset (utf8mb4 where a 5.7 map names none)."""
-    name, kind = mapped.name, mapped.type
-    collation = getattr(mapped, "collation_name", None)
-    binary = collation == "binary"
-    charset = None if binary else (collation or "utf8mb4").split("_")[0]
-    if kind == FIELD_TYPE.BLOB:
-        data_type = _SIZED[mapped.length_size] + ("blob" if binary else "text")
-        return Column(name, data_type, data_type, True, charset=charset, collation=collation)
-    text, raw = ("char", "binary") if kind == FIELD_TYPE.STRING else ("varchar", "varbinary")
-    length = mapped.max_length // (1 if binary else _MAX_BYTES_PER_CHAR[str(charset)])
-    data_type = raw if binary else text
-    return Column(
-        name, data_type, f"{data_type}({length})", True, charset=charset, collation=collation
-    )
+    """A TABLE_MAP column as information_schema describes it (`table_map_schema`; every one
+    nullable: the decoder reads a nullable column's value the same way), or as `declared`."""
+    if mapped.name in declared:
+        column_type = declared[mapped.name]
+        return Column(mapped.name, column_type.split("(")[0], column_type, True)
+    return table_map_column(mapped)
 
 
 def schema_of(name: str, event: FileEvent) -> TableSchema:

@@ -1,0 +1,128 @@
+"""A binlog archive's files, positions and changes (`binlog_archive`), on files real MySQL
+servers wrote (fixtures/mysql-binlogs) and on copies of them cut or renamed here. The pipeline
+over an archive is tests/integration/test_binlog_archive.py."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlake.errors import SourceError
+from binlake.model.capture import Capture
+from binlake.model.changes import Op, RowChange
+from binlake.model.offsets import BinlogOffset
+from binlake.mysql.binlog_archive import TABLE_MAP_STATEMENT, BinlogArchive
+from binlake.mysql.schema_history import SchemaChange
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "mysql-binlogs"
+
+
+def archive_of(tmp_path: Path, **files: str) -> BinlogArchive:
+    """A folder holding fixture files under the names given (`name=fixture`)."""
+    folder = tmp_path / "archive"
+    folder.mkdir(parents=True)
+    for name, fixture in files.items():
+        shutil.copy(FIXTURES / fixture, folder / name.replace("_", "."))
+    return BinlogArchive(folder)
+
+
+def changes(archive: BinlogArchive, database: str, keys: dict[str, str], **kw: Any) -> list[Any]:
+    return list(archive.read(Capture(database, None), keys, archive.first(), archive.head(), **kw))
+
+
+def test_files_are_ordered_by_their_number_not_their_name(tmp_path: Path) -> None:
+    """`.999999` comes before `.1000000` (a server's numbering rolls past six digits), and
+    a file without the binlog magic (an index) is no binlog file."""
+    archive = archive_of(
+        tmp_path, bin_1000000="mysql-bin.checksum-none", bin_999999="mysql-bin.checksum-crc32"
+    )
+    (archive.folder / "bin.index").write_text("bin.999999\nbin.1000000\n")
+    assert archive.files() == ["bin.999999", "bin.1000000"]
+    sizes = archive.sizes()
+    assert archive.first() == BinlogOffset("bin.999999", 4)
+    assert archive.head() == BinlogOffset("bin.1000000", sizes["bin.1000000"])
+
+
+def test_a_batch_ends_at_its_files_end_then_the_next(tmp_path: Path) -> None:
+    archive = archive_of(
+        tmp_path, bin_000001="mysql-bin.checksum-crc32", bin_000002="mysql-bin.checksum-none"
+    )
+    one, two = archive.sizes().values()
+    assert archive.next_end(archive.first()) == BinlogOffset("bin.000001", one)
+    assert archive.next_end(BinlogOffset("bin.000001", 500)) == BinlogOffset("bin.000001", one)
+    assert archive.next_end(BinlogOffset("bin.000001", one)) == BinlogOffset("bin.000002", two)
+    assert archive.next_end(BinlogOffset("bin.000002", two)) == BinlogOffset("bin.000002", two)
+    with pytest.raises(SourceError, match="does not hold"):
+        archive.next_end(BinlogOffset("bin.000003", 4))
+
+
+def test_rows_in_one_transaction_payload_keep_positions_of_their_own(tmp_path: Path) -> None:
+    """Two rows events inside one zstd payload share its end offset: their rows are numbered
+    on, and the table each brings in enters just before its rows."""
+    archive = archive_of(tmp_path, bin_000057="mysql-bin.000057")
+    read = changes(archive, "a", {"b": "@1", "test_table_3": "@1"})
+    rows = [c for c in read if isinstance(c, RowChange)]
+    created = [c for c in read if isinstance(c, SchemaChange)]
+    assert [(c.table, c.kind, c.statement) for c in created] == [
+        ("a.b", "create", TABLE_MAP_STATEMENT),
+        ("a.test_table_3", "create", TABLE_MAP_STATEMENT),
+    ]
+    payload = [c for c in rows if c.table == "a.test_table_3"]
+    assert [(c.op, c.position.offset.pos, c.position.row) for c in payload] == [
+        (Op.UPDATE, 1283, 0),
+        (Op.INSERT, 1283, 1),
+    ]
+    assert all(d.offset < r.position.offset for d in created for r in rows if r.table == d.table)
+    assert len({c.position for c in rows}) == len(rows)
+
+
+def test_a_read_starts_from_the_schemas_the_stream_holds(tmp_path: Path) -> None:
+    """A table held with the schema its map shows enters nothing; one held with another
+    schema changes at its first row event; rows at or before the start are not read again."""
+    archive = archive_of(tmp_path, bin_000001="mysql-enum-string-set.000001")
+    (create, *rows) = changes(archive, "mysql", {"t": "f1"})
+    assert isinstance(create, SchemaChange) and create.after is not None
+    held = {"mysql.t": create.after}
+    assert changes(archive, "mysql", {"t": "f1"}, in_force=held) == rows
+    narrower = replace(create.after, columns=create.after.columns[:4])
+    (altered, *_) = changes(archive, "mysql", {"t": "f1"}, in_force={"mysql.t": narrower})
+    assert (altered.kind, altered.before, altered.after) == ("alter", narrower, create.after)
+    after_insert = rows[0].position.offset
+    later = list(
+        archive.read(Capture("mysql", None), {"t": "f1"}, after_insert, archive.head(), held)
+    )
+    assert [c.op for c in later] == [Op.UPDATE, Op.DELETE]
+
+
+def test_tables_outside_the_capture_are_not_read(tmp_path: Path) -> None:
+    archive = archive_of(tmp_path, bin_000001="mysql-enum-string-set.000001")
+    assert changes(archive, "shop", {}) == []
+    assert (
+        list(archive.read(Capture(None, ("mysql\\.other",)), {}, archive.first(), archive.head()))
+        == []
+    )
+
+
+def test_what_an_archive_cannot_give_is_refused_at_its_offset(tmp_path: Path) -> None:
+    """No key in the map and none named; a partial JSON update; a file cut inside an event."""
+    archive = archive_of(tmp_path, bin_000001="mysql-enum-string-set.000001")
+    with pytest.raises(
+        SourceError, match=r"mysql\.t has no primary key .* source.split_keys \(t: f1\)"
+    ):
+        changes(archive, "mysql", {})
+    with pytest.raises(SourceError, match=r"names 'nope' for mysql\.t"):
+        changes(archive, "mysql", {"t": "nope"})
+
+    partial = archive_of(tmp_path / "partial", bin_000001="json.binlog.000001")
+    with pytest.raises(SourceError, match="byte offset 3750: a partial JSON update"):
+        changes(partial, "mysql", {"t": "@1"})
+
+    cut = archive_of(tmp_path / "cut", bin_000001="mysql-enum-string-set.000001")
+    path = cut.folder / "bin.000001"
+    path.write_bytes(path.read_bytes()[:2700])
+    with pytest.raises(SourceError, match=r"bin\.000001 at byte offset 2659: the event ends after"):
+        changes(cut, "mysql", {"t": "f1"})
