@@ -3,16 +3,18 @@
 The files are in the Databricks Asset Bundle format, so the Databricks CLI deploys the same
 bundle. binlake accepts every key the CLI documents (`keys`), merges the target over the
 top-level settings the way the CLI does (mappings key by key, a job's tasks, job clusters and
-parameters by their keys, `run_as` and `mode` replaced), resolves every `${...}`, applies the
-target's `mode`, `presets`, `run_as` and `permissions` (`modes`), runs the bundle's job mutators
+parameters by their keys, `run_as` and `mode` replaced), adds the resources of the bundle's
+resource loaders (`python.resources`: `binlake.bundle.alerts`), resolves every `${...}`, applies
+the target's `mode`, `presets`, `run_as` and `permissions` (`modes`), runs the bundle's mutators
 (`python.mutators`, as the CLI does: `binlake.bundle.compute`), and parses each resource with the
-typed models of Databricks' `databricks-bundles` package (jobs, schemas, volumes, secret scopes),
-each job also into the SDK's `JobSettings`, which must lose nothing. A key neither knows is a
-typo, which `binlake bundle validate` reports before `databricks bundle deploy` sends it.
+typed models of Databricks' `databricks-bundles` package (jobs, schemas, volumes, secret scopes,
+alerts), each job also into the SDK's `JobSettings`, which must lose nothing. A key neither knows
+is a typo, which `binlake bundle validate` reports before `databricks bundle deploy` sends it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
@@ -24,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from databricks.bundles.alerts import Alert
 from databricks.bundles.core import Bundle as MutatorBundle
-from databricks.bundles.core import ResourceMutator
+from databricks.bundles.core import ResourceMutator, Resources
 from databricks.bundles.jobs import Job as BundleJob
 from databricks.bundles.schemas import Schema
 from databricks.bundles.secret_scopes import SecretScope
@@ -60,6 +63,7 @@ _TYPED_RESOURCES: dict[str, Any] = {
     "schemas": Schema,
     "volumes": Volume,
     "secret_scopes": SecretScope,
+    "alerts": Alert,
 }
 #: Top-level mappings a target's same-named mapping merges into.
 _TARGET_MERGED = ("bundle", "workspace", "artifacts", "resources", "sync", "permissions", "presets")
@@ -97,7 +101,8 @@ class Bundle:
     connection: Connection
     jobs: Mapping[str, Job]
     references: Interpolator = field(repr=False)
-    #: Per kind (`schemas`, `volumes`, `secret_scopes`), each resource as its typed model.
+    #: Per kind (`schemas`, `volumes`, `secret_scopes`, `alerts`), each resource as its typed
+    #: model.
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def job(self, key: str) -> Job:
@@ -161,19 +166,19 @@ def load_bundle(
     resources = _mapping(config.get("resources"), "resources")
     keys.check_keys(resources, keys.RESOURCES, "resources")
     schema_prefix = _schema_prefix(config, presets)
-    references = Interpolator(
-        _reference_table(name, target, workspace, values, remote)
-        | _resource_fields(resources, schema_prefix)
-    )
-    if mode == "development":
-        _check_development_paths(target, references, remote)
+    base = Interpolator(_reference_table(name, target, workspace, values, remote))
     mutators = _mutators(config)
+    loaders = _loaders(config)
     settings = MutatorBundle(
         target=target,
-        variables={key: references.resolve(f"${{var.{key}}}", key) for key in values}
-        if mutators
+        variables={key: base.resolve(f"${{var.{key}}}", key) for key in values}
+        if mutators or loaders
         else {},
     )
+    resources = _with_loaded(resources, loaders, settings, root)
+    references = base.extended(_resource_fields(resources, schema_prefix))
+    if mode == "development":
+        _check_development_paths(target, references, remote)
     mutate = functools.partial(_mutated, mutators=mutators, bundle=settings)
     jobs = _jobs(config, resources, references, presets, mutate)
     if mode == "production":
@@ -238,18 +243,11 @@ def _typed(model: Any, spec: Mapping[str, Any], where: str) -> Any:
 
 def _mutators(config: Mapping[str, Any]) -> list[ResourceMutator[Any]]:
     """The mutators named in `python.mutators` (`module:function`), in order, of the resources
-    binlake models (jobs, schemas, volumes, secret scopes); mutators of other resource types are
-    the Databricks CLI's business."""
-    python = _mapping(config.get("python"), "python")
+    binlake models (jobs, schemas, volumes, secret scopes, alerts); mutators of other resource
+    types are the Databricks CLI's business."""
     mutators = []
-    for index, name in enumerate(_sequence(python.get("mutators"), "python.mutators")):
-        module, _, attribute = str(name).partition(":")
-        try:
-            mutator = getattr(importlib.import_module(module), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise BundleError(
-                f"python.mutators[{index}] {name!r} cannot be loaded: {exc}"
-            ) from None
+    for index, name in enumerate(_python_names(config, "mutators")):
+        mutator = _python_function(f"python.mutators[{index}]", name)
         if not isinstance(mutator, ResourceMutator):
             raise BundleError(
                 f"python.mutators[{index}] {name!r} is not a mutator (decorate it with "
@@ -258,6 +256,66 @@ def _mutators(config: Mapping[str, Any]) -> list[ResourceMutator[Any]]:
         if mutator.resource_type in (BundleJob, *_TYPED_RESOURCES.values()):
             mutators.append(mutator)
     return mutators
+
+
+#: A resource loader of `python.resources`: the bundle's target and variables → resources.
+Loader = Callable[[MutatorBundle], Resources]
+
+
+def _loaders(config: Mapping[str, Any]) -> dict[str, Loader]:
+    """The resource loaders named in `python.resources` (`module:function`), in order, by where
+    they are named."""
+    return {
+        f"python.resources[{index}] {name!r}": _python_function(f"python.resources[{index}]", name)
+        for index, name in enumerate(_python_names(config, "resources"))
+    }
+
+
+def _python_names(config: Mapping[str, Any], key: str) -> list[Any]:
+    """The `module:function` names listed under `python.<key>`."""
+    python = _mapping(config.get("python"), "python")
+    return _sequence(python.get(key), f"python.{key}")
+
+
+def _python_function(where: str, name: Any) -> Any:
+    """The object `module:attribute` names."""
+    module, _, attribute = str(name).partition(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise BundleError(f"{where} {name!r} cannot be loaded: {exc}") from None
+
+
+def _with_loaded(
+    resources: Mapping[str, Any], loaders: Mapping[str, Loader], bundle: MutatorBundle, root: Path
+) -> dict[str, Any]:
+    """`resources` with those each loader returns added, as mappings with their `${...}` left
+    for the caller to resolve. The loaders run in the bundle root, as the Databricks CLI runs
+    them; a resource the files define too is an error."""
+    merged = {kind: dict(_mapping(specs, f"resources.{kind}")) for kind, specs in resources.items()}
+    for where, loader in loaders.items():
+        loaded = _loaded(where, loader, bundle, root)
+        for kind in sorted(keys.RESOURCES):
+            for key, resource in getattr(loaded, kind, {}).items():
+                if key in merged.get(kind, {}):
+                    raise BundleError(f"resources.{kind}.{key} is defined twice (again by {where})")
+                merged.setdefault(kind, {})[key] = resource.as_dict()
+    return merged
+
+
+def _loaded(where: str, loader: Loader, bundle: MutatorBundle, root: Path) -> Resources:
+    """What `loader` returns for `bundle`, called in `root`; its ValueError or error diagnostics
+    as one `BundleError` naming `where`."""
+    try:
+        with contextlib.chdir(root):
+            loaded = loader(bundle)
+    except ValueError as exc:
+        raise BundleError(f"{where}: {exc}") from None
+    if not isinstance(loaded, Resources):
+        raise BundleError(f"{where} returned {type(loaded).__name__}, not Resources")
+    if loaded.diagnostics.has_error():
+        raise BundleError(f"{where}: " + "; ".join(d.summary for d in loaded.diagnostics.items))
+    return loaded
 
 
 def _mutated(resource: Any, mutators: list[ResourceMutator[Any]], bundle: MutatorBundle) -> Any:

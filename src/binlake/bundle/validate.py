@@ -46,9 +46,9 @@ def validate(bundle: Bundle) -> list[str]:
 
 
 def _other_resources(bundle: Bundle) -> list[str]:
-    """One line per schema, volume and secret scope: its full name and who gets what on it
-    (none for a target with neither a mode nor a workspace, which only runs locally; `dev` and
-    `prod` take their workspace from the CLI's authentication)."""
+    """One line per schema, volume and secret scope (its full name and who gets what on it) and
+    per alert (none for a target with neither a mode nor a workspace, which only runs locally;
+    `dev` and `prod` take their workspace from the CLI's authentication)."""
     lines: list[str] = []
     if bundle.mode is None and not bundle.connection.settings:
         return lines
@@ -71,7 +71,19 @@ def _other_resources(bundle: Bundle) -> list[str]:
             + "".join(f"; {g}" for g in given)
             + _kept(scope.lifecycle)
         )
+    lines += [_alert(key, alert) for key, alert in bundle.resources.get("alerts", {}).items()]
     return lines
+
+
+def _alert(key: str, alert: Any) -> str:
+    """The alert's name, warehouse, schedule and who it notifies."""
+    notification = alert.evaluation.notification
+    emails = [s.user_email or s.destination_id for s in notification.subscriptions or []]
+    return (
+        f"alert {alert.display_name} ({key}) on warehouse {alert.warehouse_id}, "
+        f"{alert.schedule.quartz_cron_schedule} {alert.schedule.timezone_id}; "
+        f"notifies {', '.join(emails) or 'nobody'}"
+    )
 
 
 def _kept(lifecycle: Any) -> str:

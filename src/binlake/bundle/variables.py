@@ -40,6 +40,13 @@ class Interpolator:
         self._table = dict(table)
         self._resolved: dict[str, Any] = {}
 
+    def extended(self, table: Mapping[str, Any]) -> Interpolator:
+        """An interpolator of this table with `table`'s entries added, keeping what this one has
+        resolved already (a lookup is asked once)."""
+        extended = Interpolator({**self._table, **table})
+        extended._resolved = dict(self._resolved)
+        return extended
+
     def resolve(self, value: Any, where: str) -> Any:
         """`value` with every reference replaced, recursively through mappings and lists.
 

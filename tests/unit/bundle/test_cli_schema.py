@@ -1,7 +1,8 @@
-"""The bundle's YAML as the Databricks CLI reads it: `bundle.yml` and every file it includes,
-validated against the CLI's own JSON schema (`databricks bundle schema`, kept in
-`fixtures/databricks-cli-schema`). binlake's own model (`binlake bundle validate`) checks what
-binlake knows; this checks every key and value type the CLI would refuse at deploy, offline."""
+"""The bundle's YAML as the Databricks CLI reads it: `bundle.yml`, every file it includes and the
+alert files its resource loader adds (`binlake.bundle.alerts`), validated against the CLI's own
+JSON schema (`databricks bundle schema`, kept in `fixtures/databricks-cli-schema`). binlake's own
+model (`binlake bundle validate`) checks what binlake knows; this checks every key and value
+type the CLI would refuse at deploy, offline."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import pytest
 import regex
 import yaml
 from jsonschema.exceptions import ValidationError, best_match
+
+from binlake.bundle.alerts import ALERTS_FOLDER
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "fixtures" / "databricks-cli-schema" / "cli-1.13.0-jsonschema.json"
@@ -39,10 +42,12 @@ def _validator() -> Any:
 
 
 def _bundle_files() -> list[Path]:
-    """`bundle.yml` and the files its `include` globs name, as the CLI loads them."""
+    """`bundle.yml`, the files its `include` globs name, as the CLI loads them, and the alert
+    files, whose alerts the CLI gets from the resource loader."""
     bundle = ROOT / "bundle.yml"
     included = yaml.safe_load(bundle.read_text()).get("include", [])
-    return [bundle, *sorted({p for glob in included for p in ROOT.glob(glob)})]
+    alerts = sorted((ROOT / ALERTS_FOLDER).glob("*.yml"))
+    return [bundle, *sorted({p for glob in included for p in ROOT.glob(glob)}), *alerts]
 
 
 def _errors(document: dict[str, Any]) -> list[str]:
@@ -63,6 +68,10 @@ def test_the_include_globs_find_every_resource_file() -> None:
     assert resources and resources <= {p.name for p in _bundle_files()}
 
 
+def test_there_are_alert_files_to_check() -> None:
+    assert any(p.is_relative_to(ROOT / ALERTS_FOLDER) for p in _bundle_files())
+
+
 _MISTAKES = {
     "misspelt key": lambda job: job.update(max_concurent_runs=1),
     "string for an integer": lambda job: job.update(max_concurrent_runs="one"),
@@ -78,3 +87,18 @@ def test_the_schema_catches_what_the_cli_would_refuse(mistake: str) -> None:
     broken = copy.deepcopy(document)
     _MISTAKES[mistake](broken["resources"]["jobs"]["silver_stream"])
     assert _errors(broken), f"the schema accepted a {mistake}"
+
+
+_ALERT_MISTAKES = {
+    "alert without a warehouse": lambda alert: alert.pop("warehouse_id"),
+    "unknown operator": lambda alert: alert["evaluation"].update(comparison_operator="ABOVE"),
+    "schedule without a time zone": lambda alert: alert["schedule"].pop("timezone_id"),
+}
+
+
+@pytest.mark.parametrize("mistake", _ALERT_MISTAKES)
+def test_the_schema_catches_an_alert_the_cli_would_refuse(mistake: str) -> None:
+    path = ROOT / ALERTS_FOLDER / "stream_lag.alert.yml"
+    broken = copy.deepcopy(yaml.safe_load(path.read_text()))
+    _ALERT_MISTAKES[mistake](broken["resources"]["alerts"]["stream_lag"])
+    assert _errors(broken), f"the schema accepted an {mistake}"

@@ -71,9 +71,17 @@ def test_standard_access_mode_is_a_job_cluster_of_its_own_mode() -> None:
 
 @pytest.mark.parametrize("target", ["local", "dev", "prod"])
 @pytest.mark.parametrize("compute", COMPUTE_KINDS)
-def test_every_target_validates_on_every_compute_kind(target: str, compute: str) -> None:
-    """What `binlake bundle validate -t TARGET --var compute=KIND` runs."""
-    lines = validate(load(REPO, target, variables={"compute": compute}))
+@pytest.mark.parametrize("warehouse", ["", "0123456789abcdef"])
+def test_every_target_validates_on_every_compute_kind(
+    target: str, compute: str, warehouse: str
+) -> None:
+    """What `binlake bundle validate -t TARGET --var compute=KIND` runs, with and without the
+    stream lag alert (`--var alert_warehouse_id=ID`)."""
+    variables = {"compute": compute, "alert_warehouse_id": warehouse}
+    lines = validate(load(REPO, target, variables=variables))
+
+    alerted = [line for line in lines if line.startswith("alert ")]
+    assert len(alerted) == (1 if warehouse and target != "local" else 0)
 
     expected = "serverless environment 5" if compute == "serverless" else "job cluster"
     assert all(expected in line for line in lines if line.startswith("silver_"))
