@@ -118,6 +118,23 @@ class BinlogOffset:
         return f"{self.file}:{self.pos}"
 
 
+class RowNumbers:
+    """The row index of each change at an offset several rows events share: the events inside
+    one transaction payload (`binlog_transaction_compression`) all end where the payload ends,
+    so their rows are numbered on from the last one there, and each change keeps a position of
+    its own."""
+
+    def __init__(self) -> None:
+        self._at: tuple[BinlogOffset | None, int] = (None, 0)
+
+    def first(self, offset: BinlogOffset, rows: int) -> int:
+        """The index of the first of `rows` rows at `offset` (0 at an offset new to it)."""
+        last, used = self._at
+        first = used if last == offset else 0
+        self._at = (offset, first + rows)
+        return first
+
+
 @total_ordering
 @dataclass(frozen=True, slots=True)
 class ChangePosition:

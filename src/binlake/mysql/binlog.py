@@ -34,8 +34,9 @@ from binlake.config.settings import SourceConfig
 from binlake.errors import BinlogPurgedError, SchemaChangeError, SourceConnectionError, SourceError
 from binlake.model.capture import TableNames, split_qualified
 from binlake.model.changes import Op, Row, RowChange
-from binlake.model.offsets import BinlogOffset, ChangePosition, on_lineage
+from binlake.model.offsets import BinlogOffset, ChangePosition, RowNumbers, on_lineage
 from binlake.model.schema import Column, TableSchema
+from binlake.mysql.binlog_files import TRANSACTION_PAYLOAD, payload_events
 from binlake.mysql.column_rules import ruled_rename
 from binlake.mysql.commit_times import CommitClock
 from binlake.mysql.ddl import short_statement
@@ -50,10 +51,10 @@ log = logging.getLogger(__name__)
 
 #: The server's eviction of this reader (MariaDB): another replica connected with our server_id.
 ER_CONNECTION_KILLED = 4052
-#: Event types the library cannot decode and would drop silently, and the setting behind each.
+#: Event types the library cannot decode and would drop silently, and the setting behind each
+#: (MySQL's compressed transactions it passes on undecoded are decoded here: `payload_events`).
 _UNREADABLE_EVENT_TYPES = {
     **dict.fromkeys(range(165, 172), "log_bin_compress=ON (MariaDB compressed events)"),
-    40: "binlog_transaction_compression=ON (MySQL transaction payloads)",
     39: "binlog_row_value_options=PARTIAL_JSON (MySQL partial JSON updates)",
 }
 
@@ -92,15 +93,17 @@ class _TableDecoder:
         self._map: Any = None  # the table map of the current transaction, and its decoder
         self._decoder: _Layout | None = None
 
-    def images(self, event: RowsEvent) -> tuple[_Layout, list[Row]]:
+    def images(self, event: RowsEvent, body: bytes | None = None) -> tuple[_Layout, list[Row]]:
         """The layout of `event`'s rows, and every row image in order (an update row: its
-        before, then its after)."""
+        before, then its after), from `body` (the images, for an event decoded from a
+        transaction payload) or from the rest of the event's packet."""
         table_map = event.table_map[event.table_id]
         if table_map is not self._map or self._decoder is None:
             self._decoder = self._decoder_for(event.table_id, table_map.columns)
             self._map = table_map  # held, so it is compared by identity, never by a reused id
         self._require_full_images(event)
-        body = event.packet.read(event.event_size - event.packet.read_bytes)
+        if body is None:
+            body = event.packet.read(event.event_size - event.packet.read_bytes)
         return self._decoder, list(decode_images(self._decoder.decoder, body))
 
     def _decoder_for(self, table_id: int, columns: list[Any]) -> _Layout:
@@ -286,6 +289,7 @@ class _Reader:
         self.done = False
         #: The commit time of the transaction read (`commit_times`): `since` before the first.
         self.clock = CommitClock(since)
+        self.numbers = RowNumbers()
 
     def read(self, blocking: bool) -> Iterator[RowChange | SchemaChange]:
         following = self.tracker is not None
@@ -308,16 +312,13 @@ class _Reader:
                 if self.stop is not None and offset > self.stop:
                     break
                 self.clock.observe(event.timestamp)
-                if isinstance(event, NotImplementedEvent | PartialUpdateRowsEvent):
+                if _is_payload(event):
+                    for inner in payload_events(event, stream):
+                        yield from self._event(inner.decoded, offset, inner.row_images)
+                elif isinstance(event, NotImplementedEvent | PartialUpdateRowsEvent):
                     _refuse_unreadable(event)
-                elif isinstance(event, RowsEvent):
-                    changes = self._changes(event, offset)
-                    if self.xa.holding:
-                        self.xa.hold(changes)
-                    else:
-                        yield from changes
                 else:
-                    yield from self._transaction_event(event, offset)
+                    yield from self._event(event, offset)
                 if offset == self.stop:
                     break
             else:
@@ -326,6 +327,21 @@ class _Reader:
             self.table_map = stream.table_map
             stream.close()
         self.done = self.stop is None or self.reached >= self.stop
+
+    def _event(
+        self, event: Any, offset: BinlogOffset, images: bytes | None = None
+    ) -> Iterator[RowChange | SchemaChange]:
+        """One decoded event's changes (`images`: a rows event's, if read from a payload)."""
+        if isinstance(event, PartialUpdateRowsEvent):
+            _refuse_unreadable(event)
+        elif isinstance(event, RowsEvent):
+            changes = self._changes(event, offset, images)
+            if self.xa.holding:
+                self.xa.hold(changes)
+            else:
+                yield from changes
+        elif event is not None:
+            yield from self._transaction_event(event, offset)
 
     def _key(self, database: str, table: str) -> tuple[str, str]:
         return self.names.key(database), self.names.key(table)
@@ -365,14 +381,16 @@ class _Reader:
                     raise SchemaChangeError(refused)
                 yield replace(change, ts=float(self.clock.now))
 
-    def _changes(self, event: RowsEvent, offset: BinlogOffset) -> Iterator[RowChange]:
+    def _changes(
+        self, event: RowsEvent, offset: BinlogOffset, body: bytes | None = None
+    ) -> Iterator[RowChange]:
         decoder = self.decoders.get(self._key(event.schema, event.table))
         if offset <= self.start or decoder is None:
             return
         floor = self.floors.get(decoder.table.qualified)
         if floor is not None and offset <= floor:
             return
-        layout, images = decoder.images(event)
+        layout, images = decoder.images(event, body)
         table, ts = layout.schema, self.clock.now
         pairs: Iterable[tuple[Row | None, Row | None]]
         if isinstance(event, UpdateRowsEvent):
@@ -382,7 +400,10 @@ class _Reader:
         else:
             kind, pairs = Op.DELETE, ((image, None) for image in images)
         versions = layout.versions
-        for index, (before, after) in enumerate(pairs):
+        listed = list(pairs)
+        # Rows events inside one transaction payload share its end offset (`RowNumbers`).
+        first = self.numbers.first(offset, len(listed))
+        for index, (before, after) in enumerate(listed, start=first):
             op: Op | None = kind
             if versions is not None:  # a history row, or a period ended: a current row's change
                 before, after = versions.current(before, after)
@@ -396,6 +417,11 @@ class _Reader:
 #: A change's operation by which of its images it has (before, after).
 _OPS = {(True, True): Op.UPDATE, (False, True): Op.INSERT, (True, False): Op.DELETE,
         (False, False): None}  # fmt: skip
+
+
+def _is_payload(event: Any) -> bool:
+    """A MySQL TRANSACTION_PAYLOAD (`binlog_transaction_compression`), passed on undecoded."""
+    return isinstance(event, NotImplementedEvent) and event.event_type == TRANSACTION_PAYLOAD
 
 
 def _statement_dml(table: str, offset: BinlogOffset, statement: str) -> SourceError:

@@ -29,7 +29,7 @@ from pymysqlreplication import row_event as rows
 from binlake.errors import SourceError
 from binlake.model.capture import Capture
 from binlake.model.changes import Op, Row, RowChange
-from binlake.model.offsets import BinlogOffset, ChangePosition, file_sequence
+from binlake.model.offsets import BinlogOffset, ChangePosition, RowNumbers, file_sequence
 from binlake.model.schema import TableSchema
 from binlake.mysql.binlog_files import MAGIC, TRANSACTION_PAYLOAD, FileEvent, read_binlog_file
 from binlake.mysql.commit_times import CommitClock
@@ -158,8 +158,7 @@ class ArchiveRead:
         #: The last ALTER of each table held, whose layout the table's next table map shows:
         #: the statement of that schema change (it names the columns it renames).
         self.altered: dict[str, str] = {}
-        #: The offset rows were last numbered at, and how many were.
-        self._numbered: tuple[BinlogOffset | None, int] = (None, 0)
+        self.numbers = RowNumbers()
 
     def file(self, path: Path, stop: BinlogOffset) -> Iterator[RowChange | SchemaChange]:
         """The changes of one file up to `stop`."""
@@ -223,20 +222,11 @@ class ArchiveRead:
             op, pairs = Op.INSERT, [(None, image) for image in images]
         else:
             op, pairs = Op.DELETE, [(image, None) for image in images]
-        # Rows events inside one transaction payload share its end as their offset: their rows
-        # are numbered on from the last one there, so each change keeps a position of its own.
-        first = self._row_number(offset, len(pairs))
+        first = self.numbers.first(offset, len(pairs))
         schema, ts = layout.schema, self.clock.now
         for index, (before, after) in enumerate(pairs, start=first):
             position = ChangePosition(offset, index)
             yield RowChange(schema.qualified, op, position, before, after, ts, schema)
-
-    def _row_number(self, offset: BinlogOffset, count: int) -> int:
-        """The number of the first of `count` rows at `offset` (0 at a new offset)."""
-        last_offset, used = self._numbered
-        first = used if last_offset == offset else 0
-        self._numbered = (offset, first + count)
-        return first
 
     def _layout(
         self, database: str, name: str, table_map: Any, offset: BinlogOffset

@@ -334,6 +334,35 @@ class _Reader:
             position += size
 
 
+def undecoded_body(event: ev.NotImplementedEvent) -> bytes:
+    """The body of an event a live stream passed on undecoded (python-mysql-replication's
+    NotImplementedEvent skips it): the bytes after its header, without a checksum, still in the
+    packet it arrived in (an OK byte, then the 19-byte header)."""
+    start = 1 + _HEADER.size
+    return bytes(event.packet.packet._data[start : start + event.event_size])
+
+
+def tagged_gtid(event: ev.NotImplementedEvent) -> str:
+    """A GTID_TAGGED event a live stream passed on undecoded, as `uuid:tag:n`."""
+    return _tagged_gtid(undecoded_body(event))
+
+
+def payload_events(event: ev.NotImplementedEvent, stream: Any) -> Iterator[FileEvent]:
+    """The events inside a TRANSACTION_PAYLOAD a live stream (`BinLogStreamReader`) passed on
+    undecoded, decoded with the stream's own table maps (a map inside joins them, as the
+    library's TABLE_MAP decoding does) and its server's format, as if they had arrived one by
+    one."""
+    reader = _Reader(Path(f"{stream.log_file} (live)"), {})
+    reader.version = stream.mysql_version
+    reader.post_header_lengths = getattr(stream, "_BinLogStreamReader__post_header_lengths", None)
+    reader.table_map = stream.table_map
+    offset = event.packet.log_pos - event.packet.event_size
+    try:
+        yield from reader._payload_events(undecoded_body(event), offset)
+    except _UNDECODABLE as e:
+        raise reader._error(offset, f"the transaction payload cannot be decoded: {e!r}") from e
+
+
 def _decoder(type_code: int) -> type[ev.BinLogEvent] | None:
     if type_code == BINLOG.TABLE_MAP_EVENT:
         return _TableMap

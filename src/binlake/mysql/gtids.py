@@ -18,11 +18,10 @@ A MySQL set names a place in a binlog only where exactly its transactions come b
 new server must hold every GTID of the set (`lacks`), and the place its GTID dump starts at must
 have the set before it (`_ends_there`), else the stream would read twice or skip.
 
-python-mysql-replication 1.0.17 neither decodes MySQL 8.4's tagged GTID events (type 42, read
-as unimplemented) nor sends a tagged GTID set in a GTID dump: a read's position is unknown
-after a tagged transaction (`gtid_after_event`) until `gtid_at` reads it again from
-`SHOW BINLOG EVENTS` (which names tags), and a tagged set cannot be found by a dump
-(`offset_of_gtid` refuses it with the reason).
+python-mysql-replication 1.0.17 neither decodes MySQL 8.4's tagged GTID events (type 42, passed
+on undecoded: binlake reads the GTID from the event's bytes, `gtid_after_event`) nor sends a
+tagged GTID set in a GTID dump: a tagged set cannot be found by a dump (`offset_of_gtid`
+refuses it with the reason).
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from binlake.config.settings import SourceConfig
 from binlake.errors import SourceError
 from binlake.model.gtid_sets import Gtid, GtidSet, is_gtid_set
 from binlake.model.offsets import BinlogOffset
+from binlake.mysql.binlog_files import tagged_gtid
 from binlake.mysql.connection import connection, query
 from binlake.mysql.replication import (
     ER_MASTER_FATAL_ERROR_READING_BINLOG,
@@ -97,11 +97,15 @@ def gtid_after(position: str, gtid: str) -> str:
 
 def gtid_after_event(position: str, event: Any) -> str:
     """The GTID position after the transaction that `event` begins, as a binlog read carries
-    it. A transaction without a GTID python-mysql-replication decodes (MySQL's anonymous or
-    tagged GTID event) leaves it unknown (""): a set without that transaction no longer names
-    the place, and a wrong position would make a failover skip or repeat changes."""
+    it: MariaDB's and MySQL's GTID events, and MySQL 8.4's tagged one (which
+    python-mysql-replication passes on undecoded: read from its bytes, `tagged_gtid`). An
+    anonymous transaction (no GTID) leaves it unknown (""): a set without that transaction no
+    longer names the place, and a wrong position would make a failover skip or repeat
+    changes."""
     if isinstance(event, MariadbGtidEvent | GtidEvent):
         return gtid_after(position, event.gtid)
+    if isinstance(event, NotImplementedEvent) and event.event_type == GTID_TAGGED_LOG_EVENT:
+        return gtid_after(position, tagged_gtid(event))
     return ""
 
 

@@ -98,7 +98,6 @@ def check_binlog_settings(conn: pymysql.Connection) -> None:
 #: binlog reader stops on such events when it meets them.
 _UNREADABLE_EVENTS = {
     "log_bin_compress": ("OFF", "MariaDB compresses its row events"),
-    "binlog_transaction_compression": ("OFF", "MySQL compresses whole transactions"),
     "binlog_row_value_options": ("", "MySQL logs partial updates of JSON values"),
 }
 

@@ -95,15 +95,33 @@ def _undecoded(event_type: int) -> NotImplementedEvent:
     return event
 
 
+#: MySQL 9.6.0's tagged GTID event (fixtures/mysql-binlogs, at offset 245: 83 bytes with its
+#: checksum), and the GTID it holds.
+TAGGED_FILE, TAGGED_AT, TAGGED_SIZE = "binlog_transaction_with_GTID_TAG.000001", 245, 83
+TAGGED = "55778904-0299-11f1-b1b8-4ef0c4956feb:mytag:3"
+
+
+def _tagged(log_pos: int = 0) -> NotImplementedEvent:
+    """The tagged GTID event as python-mysql-replication passes it on from a live dump:
+    undecoded, its bytes still in the packet they came in (an OK byte first)."""
+    raw = (FIXTURES / TAGGED_FILE).read_bytes()[TAGGED_AT : TAGGED_AT + TAGGED_SIZE]
+    event = _undecoded(gtids.GTID_TAGGED_LOG_EVENT)
+    event.event_size = TAGGED_SIZE - 19 - 4
+    received = type("Received", (), {"_data": b"\x00" + raw})
+    event.packet = type("Packet", (), {"packet": received, "log_pos": log_pos, "event_size": 83})
+    return event
+
+
 def test_a_read_carries_the_set_through_gtid_events_and_loses_it_at_an_undecoded_one() -> None:
     assert gtid_after_event(f"{A}:1-10", _gtid_event(A, 11)) == f"{A}:1-11"
     assert gtid_after_event(f"{A}:1-10", _gtid_event(B, 1)) == f"{A}:1-10,{B}:1"
     mariadb = MariadbGtidEvent.__new__(MariadbGtidEvent)
     mariadb.gtid = "0-2-101"
     assert gtid_after_event("0-1-100,1-2-7", mariadb) == "0-2-101,1-2-7"
-    # 1.0.17 decodes neither a tagged GTID event (42) nor an anonymous one (34): the
-    # transaction's GTID is unknown, so the set no longer names the place.
-    assert gtid_after_event(f"{A}:1-10", _undecoded(gtids.GTID_TAGGED_LOG_EVENT)) == ""
+    # 1.0.17 decodes no tagged GTID event (42): binlake reads its GTID from its bytes.
+    tagged = "55778904-0299-11f1-b1b8-4ef0c4956feb:1-2:mytag:1-3"
+    assert gtid_after_event(tagged.replace("1-3", "1-2"), _tagged()) == tagged
+    # An anonymous transaction (34) has no GTID: the set no longer names the place.
     assert gtid_after_event(f"{A}:1-10", _undecoded(34)) == ""
 
 
@@ -252,8 +270,11 @@ class FakeDump:
         for name, begins, gtid in self.transactions:
             self.log_file = name
             uuid, _, gno = gtid.rpartition(":")
-            event = _gtid_event(uuid, int(gno)) if uuid.count(":") == 0 else _undecoded(42)
-            event.packet = type("Packet", (), {"log_pos": begins + _GTID, "event_size": _GTID})
+            if gtid == TAGGED:
+                event = _tagged(begins + _GTID)
+            else:
+                event = _gtid_event(uuid, int(gno))
+                event.packet = type("Packet", (), {"log_pos": begins + _GTID, "event_size": _GTID})
             event.timestamp = 0
             yield event
 
@@ -463,10 +484,10 @@ def test_a_promoted_replica_must_hold_what_snapshots_read_past_the_stream(
 
 
 def test_a_transaction_read_carries_a_mysql_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`transactions` (the stream's batch bounds) advances the set per GTID event and stops
-    knowing it after a tagged transaction it cannot decode."""
-    fake = FakeMySQL(1, {"mysql-bin.000001": [f"{A}:11", f"{B}:1", f"{A}:t:1", f"{A}:12"]})
+    """`transactions` (the stream's batch bounds) advances the set per GTID event, a tagged
+    one (MySQL 8.4+) included."""
+    fake = FakeMySQL(1, {"mysql-bin.000001": [f"{A}:11", f"{B}:1", TAGGED, f"{A}:12"]})
     monkeypatch.setattr(transactions, "open_stream", lambda *a, **kw: FakeDump(fake.transactions))
     start = BinlogOffset("mysql-bin.000001", fake.transactions[0][1], f"{A}:1-10")
     seen = [at.gtid for at, _, _ in transactions.transactions(SOURCE, 9, start)]
-    assert seen == [f"{A}:1-10", f"{A}:1-11", f"{A}:1-11,{B}:1", ""]
+    assert seen == [f"{A}:1-10", f"{A}:1-11", f"{A}:1-11,{B}:1", f"{A}:1-11,{TAGGED},{B}:1"]
