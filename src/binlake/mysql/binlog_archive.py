@@ -258,51 +258,72 @@ class ArchiveRead:
         self, query: Any, offset: BinlogOffset, path: Path, event: FileEvent
     ) -> Iterator[SchemaChange]:
         """A TRUNCATE or DROP of a table the read holds (an ALTER kept for its next table map);
-        DML logged as a statement, or an ALTER that removes rows without row events, refused."""
+        what moves or removes rows without row events refused: DML logged as a statement, a
+        rename of a held table, an ALTER that removes rows."""
         statement = query.query
         default = query.schema.decode() if isinstance(query.schema, bytes) else query.schema
         if statement == "BEGIN":
             return
+        where = _Where(path, event, statement)
         for ref in dml_tables(statement) or ():
-            if f"{ref.database or default}.{ref.name}" in self.layouts:
-                raise _refused(
-                    path,
-                    event,
-                    f"DML logged as a statement ({short_statement(statement)!r}): "
-                    "binlog_format must be ROW",
-                )
+            if self._held(ref.database or default, ref.name, where) is not None:
+                raise where.refused("DML logged as a statement: binlog_format must be ROW")
         ddl = parse_ddl(statement)
         if ddl is None:
             return
+        if ddl.dropped_database is not None:
+            gone = [t for t in self.layouts if t.split(".", 1)[0] == ddl.dropped_database]
+            yield from (self._dropped(t, offset, statement) for t in gone)
+        for old, _ in ddl.renames:
+            if (table := self._held(old.database or default, old.name, where)) is not None:
+                raise where.refused(f"{table} renamed: its rows move without row events")
         for ref in ddl.tables:
-            table = f"{ref.database or default}.{ref.name}"
-            held = self.layouts.get(table)
-            if held is None:
+            table = self._held(ref.database or default, ref.name, where)
+            if table is None:
                 continue
             if ddl.removes_rows:
-                raise _refused(
-                    path,
-                    event,
-                    f"{short_statement(statement)!r}, which removes rows of {table} "
-                    "without row events",
-                )
+                raise where.refused(f"it removes rows of {table} without row events")
             if ddl.kind == "alter":  # its new layout is read from the next table map
                 self.altered[table] = statement
             elif ddl.kind == "truncate":
-                yield SchemaChange(
-                    table,
-                    offset,
-                    statement,
-                    held.schema,
-                    held.schema,
-                    "truncate",
-                    ts=float(self.clock.now),
-                )
+                schema = self.layouts[table].schema
+                ts = float(self.clock.now)
+                yield SchemaChange(table, offset, statement, schema, schema, "truncate", ts=ts)
             elif ddl.kind == "drop":
-                del self.layouts[table]
-                yield SchemaChange(
-                    table, offset, statement, held.schema, None, "drop", ts=float(self.clock.now)
-                )
+                yield self._dropped(table, offset, statement)
+
+    def _held(self, database: str, name: str, where: _Where) -> str | None:
+        """`database.name` if the read holds that table. A name that matches a held one only
+        when case is ignored is refused: under `lower_case_table_names` 1 or 2 the server
+        names that table so, under 0 another one, and an archive does not say which."""
+        table = f"{database}.{name}"
+        if table in self.layouts:
+            return table
+        folded = next((t for t in self.layouts if t.casefold() == table.casefold()), None)
+        if folded is not None:
+            raise where.refused(
+                f"it names {table}, which differs from {folded} by case alone, and an archive "
+                "does not say whether the server compared table names with case "
+                "(lower_case_table_names)"
+            )
+        return None
+
+    def _dropped(self, table: str, offset: BinlogOffset, statement: str) -> SchemaChange:
+        held = self.layouts.pop(table)
+        ts = float(self.clock.now)
+        return SchemaChange(table, offset, statement, held.schema, None, "drop", ts=ts)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """A statement of the archive, for a refusal naming its file and byte offset."""
+
+    path: Path
+    event: FileEvent
+    statement: str
+
+    def refused(self, why: str) -> SourceError:
+        return _refused(self.path, self.event, f"{short_statement(self.statement)!r}: {why}")
 
 
 def _require_full_images(decoded: Any, path: Path, event: FileEvent) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ from binlake.errors import SourceError
 from binlake.model.capture import Capture
 from binlake.model.changes import Op, RowChange
 from binlake.model.offsets import BinlogOffset
-from binlake.mysql.binlog_archive import TABLE_MAP_STATEMENT, BinlogArchive
+from binlake.mysql.binlog_archive import TABLE_MAP_STATEMENT, ArchiveRead, BinlogArchive
+from binlake.mysql.binlog_files import FileEvent
 from binlake.mysql.schema_history import SchemaChange
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "mysql-binlogs"
@@ -126,3 +128,46 @@ def test_what_an_archive_cannot_give_is_refused_at_its_offset(tmp_path: Path) ->
     path.write_bytes(path.read_bytes()[:2700])
     with pytest.raises(SourceError, match=r"bin\.000001 at byte offset 2659: the event ends after"):
         changes(cut, "mysql", {"t": "f1"})
+
+
+def _statements(read: ArchiveRead, *statements: str) -> list[SchemaChange]:
+    """What `read` makes of QUERY events holding `statements`, in database `mysql`."""
+    event = FileEvent(offset=900, type_code=2, timestamp=0, server_id=1, log_pos=1000)
+    found: list[SchemaChange] = []
+    for number, statement in enumerate(statements):
+        query = SimpleNamespace(query=statement, schema=b"mysql")
+        at = BinlogOffset("bin.000001", 1000 + number)
+        found += read._statement(query, at, Path("bin.000001"), event)
+    return found
+
+
+def test_statements_that_change_a_held_tables_rows_are_followed_or_refused(tmp_path: Path) -> None:
+    """TRUNCATE and DROP (of the table, or of its database) are followed; a rename, an ALTER
+    that removes rows, DML as a statement, and a name equal to a held one but for case (the
+    archive does not say how the server compared them) are refused, never skipped."""
+    archive = archive_of(tmp_path, bin_000001="mysql-enum-string-set.000001")
+    (create, *_) = changes(archive, "mysql", {"t": "f1"})
+    held = {"mysql.t": create.after}
+
+    def read() -> ArchiveRead:
+        return ArchiveRead(Capture("mysql", None), {"t": "f1"}, archive.first(), held)
+
+    truncated, dropped = _statements(read(), "TRUNCATE TABLE t", "DROP TABLE `mysql`.`t`")
+    assert (truncated.kind, truncated.before, truncated.after) == (
+        "truncate",
+        create.after,
+        create.after,
+    )
+    assert (dropped.kind, dropped.after) == ("drop", None)
+    (gone,) = _statements(read(), "DROP DATABASE mysql")
+    assert (gone.table, gone.kind) == ("mysql.t", "drop")
+    assert _statements(read(), "TRUNCATE TABLE other", "ALTER TABLE t ADD COLUMN x INT") == []
+    for statement, why in [
+        ("RENAME TABLE t TO t_old", "renamed"),
+        ("ALTER TABLE t RENAME TO t2", "renamed"),
+        ("ALTER TABLE t TRUNCATE PARTITION p0", "removes rows"),
+        ("UPDATE t SET f2 = 'x'", "DML logged as a statement"),
+        ("TRUNCATE TABLE T", "differs from mysql.t by case alone"),
+    ]:
+        with pytest.raises(SourceError, match=rf"bin\.000001 at byte offset 900: .*{why}"):
+            _statements(read(), statement)
