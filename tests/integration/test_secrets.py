@@ -16,12 +16,10 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
-from databricks.sdk.service.iam import User
 
 from binlake.bundle.definition import load_bundle
 from binlake.bundle.tasks import task_arguments
@@ -130,12 +128,9 @@ def test_password_appears_nowhere(
     # no rendered job setting or task argument may carry it.
     monkeypatch.setenv("BINLAKE_SOURCE_PASSWORD", password)
     monkeypatch.setenv(SECRET_ENV, password)
-    workspace = SimpleNamespace(
-        current_user=SimpleNamespace(me=lambda: User(user_name="dev@example.com"))
-    )
     options: dict[str, dict[str, Any]] = {
         "local": {},
-        "dev": {"connect": lambda _connection: workspace},
+        "dev": {},
         "prod": {"environ": {"BUNDLE_VAR_prod_service_principal": "00000000-0000-0000-0000-1"}},
     }
     for target in ("local", "dev", "prod"):

@@ -2,13 +2,12 @@
 
 `run-local` runs a job's tasks on this machine: named so that nobody takes it for
 `databricks bundle run`, which starts a deployed job on a workspace.
-Parsing imports nothing heavy: the modules that use `databricks-sdk` load when an action runs.
+Parsing imports nothing heavy: the modules that use `databricks-bundles` load when an action runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,10 +40,12 @@ def add_bundle_command(commands: Any, verbosity: argparse.ArgumentParser) -> Non
     validate = actions.add_parser(
         "validate",
         parents=[common],
-        help="check the bundle for a target and show its jobs as a deploy would make them",
-        description="Check bundle.yml and resources/ for a target: keys, variables, the rules "
-        "of its mode, each job against the Jobs API's settings and each task as a binlake "
-        "command. Asks the workspace only what the target needs (e.g. the current user).",
+        help="check binlake's side of the bundle for a target, offline",
+        description="Check bundle.yml and resources/ for a target as binlake runs them: the "
+        "variables, the bundle's mutators and loaders, each resource against its typed model, "
+        "each task as a binlake command line with a valid configuration, and that a production "
+        "target's data survives `bundle destroy`. Asks no workspace: `databricks bundle "
+        "validate` checks the rest (modes, presets, run_as, permissions, lookups).",
     )
     _target_argument(validate, None)
     run_local = actions.add_parser(
@@ -90,7 +91,6 @@ def run_action(args: argparse.Namespace, execute: Callable[[Sequence[str]], int]
     """Run the parsed action; failures are `BundleError`s (a failed task's carries its code).
     `execute` runs a task's command line (`binlake.jobs.cli.main`)."""
     from binlake.bundle.definition import load_bundle
-    from binlake.runtime.workspace import workspace_client
 
     if args.action == "deploy":
         target = f" -t {args.target}" if args.target else ""
@@ -98,9 +98,7 @@ def run_action(args: argparse.Namespace, execute: Callable[[Sequence[str]], int]
             f"binlake does not deploy bundles: run `databricks bundle deploy{target}` (the "
             "Databricks CLI) in this folder; docs/bundle.md walks a first deployment"
         )
-    # One client per workspace: loading asks it (current user, lookups) once.
-    connect = functools.cache(workspace_client)
-    bundle = load_bundle(args.root, args.target, _pairs(args.var, "--var"), connect=connect)
+    bundle = load_bundle(args.root, args.target, _pairs(args.var, "--var"))
     if args.action == "validate":
         from binlake.bundle.validate import describe, validate
 

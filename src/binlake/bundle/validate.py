@@ -1,11 +1,15 @@
-"""`binlake bundle validate`: the checks a deploy or a run would otherwise fail on late, and
-what the target's mode, presets, run_as and permissions make of each job.
+"""`binlake bundle validate`: what a deploy or a run would otherwise fail on late and only binlake
+can check, offline.
 
-Loading the bundle already checks the files' keys, that every `${...}` resolves, the rules of
-the target's mode and that each job parses into the SDK's `JobSettings` without loss. This adds
-binlake's own rules, which need the whole job: depends_on names tasks of the job without a
-cycle, and each task's parameters, with the job parameters at their defaults, form a `binlake`
-command line whose configuration is valid.
+Loading the bundle already resolves every `${...}` binlake resolves, runs the bundle's loaders
+and mutators and parses each resource by its typed model. This adds binlake's own rules, which
+need the whole job: depends_on names tasks of the job without a cycle; each task's parameters,
+with the job parameters at their defaults, form a `binlake` command line whose configuration is
+valid; in a target with a `mode` (one that is deployed; `local` is not) every grant of a
+schema, volume or secret scope names a principal; and a `mode: production` target's schemas,
+volumes and secret scopes carry `lifecycle.prevent_destroy`. The keys and types of the files are
+the Databricks CLI's JSON schema's business (tests/unit/bundle/test_cli_schema.py, `databricks
+bundle validate`).
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from binlake.bundle.tasks import task_arguments, task_order
 from binlake.config import command_line
 from binlake.errors import BundleError, ConfigError
 
+#: The resources that hold data: a production target keeps each through `bundle destroy`.
+DATA_RESOURCES = ("schemas", "volumes", "secret_scopes")
+
 
 def validate(bundle: Bundle) -> list[str]:
-    """One line per job naming its tasks in run order; raises `BundleError` listing every
-    problem found."""
+    """One line per job naming its tasks in run order, then one per other resource; raises
+    `BundleError` listing every problem found."""
     problems: list[str] = []
     summary: list[str] = []
     for job in bundle.jobs.values():
@@ -38,6 +45,25 @@ def validate(bundle: Bundle) -> list[str]:
             f"{job.key} ({job.settings.name}): {' → '.join(t.task_key for t in tasks)}"
             + "".join(f"; {fact}" for fact in _deployed_as(job))
         )
+    if bundle.mode == "production":
+        problems += [
+            f"{kind}.{key} needs lifecycle.prevent_destroy: true in a production target, so "
+            "that `bundle destroy` cannot drop its data"
+            for kind in DATA_RESOURCES
+            for key, resource in bundle.resources.get(kind, {}).items()
+            if not (resource.lifecycle and resource.lifecycle.prevent_destroy)
+        ]
+    nameless = [
+        f"{kind}.{key}"
+        for kind in DATA_RESOURCES
+        for key, resource in bundle.resources.get(kind, {}).items()
+        if bundle.mode and not all(map(_principal, _access(resource)))
+    ]
+    if nameless:
+        problems.append(
+            f"{', '.join(nameless)} grant access to nobody: give the variable the principal "
+            "references a value (prod: BUNDLE_VAR_prod_service_principal or --var)"
+        )
     if problems:
         raise BundleError(
             f"bundle {bundle.name!r}, target {bundle.target!r}: " + "; ".join(problems)
@@ -47,11 +73,8 @@ def validate(bundle: Bundle) -> list[str]:
 
 def _other_resources(bundle: Bundle) -> list[str]:
     """One line per schema, volume and secret scope (its full name and who gets what on it) and
-    per alert (none for a target with neither a mode nor a workspace, which only runs locally;
-    `dev` and `prod` take their workspace from the CLI's authentication)."""
+    per alert."""
     lines: list[str] = []
-    if bundle.mode is None and not bundle.connection.settings:
-        return lines
     for key, schema in bundle.resources.get("schemas", {}).items():
         lines.append(
             f"schema {schema.catalog_name}.{schema.name} ({key})"
@@ -62,10 +85,7 @@ def _other_resources(bundle: Bundle) -> list[str]:
         name = f"{volume.catalog_name}.{volume.schema_name}.{volume.name}"
         lines.append(f"volume {name} ({key})" + _grants(volume) + _kept(volume.lifecycle))
     for key, scope in bundle.resources.get("secret_scopes", {}).items():
-        given = [
-            f"{p.level.value} for {p.user_name or p.group_name or p.service_principal_name}"
-            for p in scope.permissions
-        ]
+        given = [f"{p.level.value} for {_principal(p)}" for p in scope.permissions]
         lines.append(
             f"secret scope {scope.name} ({key})"
             + "".join(f"; {g}" for g in given)
@@ -86,6 +106,20 @@ def _alert(key: str, alert: Any) -> str:
     )
 
 
+def _access(resource: Any) -> list[Any]:
+    """A schema's or volume's grants, a secret scope's permissions."""
+    return [
+        *(getattr(resource, "grants", None) or []),
+        *(getattr(resource, "permissions", None) or []),
+    ]
+
+
+def _principal(entry: Any) -> str:
+    """Whom a grant or a secret scope permission names ("" for nobody)."""
+    names = ("principal", "user_name", "group_name", "service_principal_name")
+    return next((str(name) for name in (getattr(entry, n, None) for n in names) if name), "")
+
+
 def _kept(lifecycle: Any) -> str:
     """`; survives destroy` for a resource whose `lifecycle.prevent_destroy` makes the CLI
     refuse a `bundle destroy` that would delete it."""
@@ -94,24 +128,22 @@ def _kept(lifecycle: Any) -> str:
 
 def _grants(resource: Any) -> str:
     return "".join(
-        f"; {', '.join(p.value for p in grant.privileges)} for {grant.principal or '(nobody)'}"
+        f"; {', '.join(p.value for p in grant.privileges)} for {grant.principal}"
         for grant in resource.grants
     )
 
 
 def describe(bundle: Bundle) -> list[str]:
-    """Where the target deploys: its mode, workspace and root path. A target with neither a
-    mode nor a workspace (no host, no profile) only runs locally and is not asked for its root
-    path: that would need whatever workspace the environment points at."""
-    line = f"target {bundle.target!r}" + (f" (mode: {bundle.mode})" if bundle.mode else "")
-    if bundle.mode is None and not bundle.connection.settings:
-        return [f"{line}: no workspace (run-local, or deploy to DATABRICKS_HOST)"]
-    return [f"{line} on {bundle.connection.describe()}, root path {bundle.root_path}"]
+    """The target, its mode, and what validating it here leaves to the Databricks CLI."""
+    mode = f" (mode: {bundle.mode})" if bundle.mode else ""
+    return [
+        f"target {bundle.target!r}{mode}: the jobs as the files define them; the mode, presets, "
+        "run_as and permissions are applied by `databricks bundle deploy`"
+    ]
 
 
 def _deployed_as(job: Job) -> list[str]:
-    """What a deploy makes of the job besides its tasks: compute, pause states, run_as,
-    permissions."""
+    """What the job's settings say besides its tasks: compute, pause states, destroy."""
     settings = job.settings
     facts = [_compute(job)] if _compute(job) else []
     facts += [
@@ -122,14 +154,6 @@ def _deployed_as(job: Job) -> list[str]:
             ("trigger", settings.trigger),
         )
         if trigger is not None and trigger.pause_status is not None
-    ]
-    if settings.run_as:
-        identity = settings.run_as.user_name or settings.run_as.service_principal_name
-        facts.append(f"runs as {identity}")
-    facts += [
-        f"{entry.permission_level.value if entry.permission_level else '?'} for "
-        f"{entry.user_name or entry.group_name or entry.service_principal_name}"
-        for entry in job.access_control
     ]
     return facts + (["survives destroy"] if job.lifecycle.get("prevent_destroy") else [])
 

@@ -1,34 +1,21 @@
-"""`${...}` references of a bundle, resolved the way the Databricks CLI resolves them at deploy,
-and the values of the bundle's variables.
+"""`${...}` references of a bundle and the values of its variables, as `binlake.bundle.definition`
+resolves them (its docstring says which subset of the Databricks CLI's resolution that is).
 
-References name entries of one table (`bundle.name`, `bundle.target`, `workspace.root_path`,
-`workspace.current_user.userName`, `var.<name>`, …) whose values may reference each other. An
-entry that needs the workspace (the current user, a variable `lookup`) is `Deferred`: asked for
-only when a reference is resolved. `{{...}}` is left alone: those are the Jobs service's dynamic
-value references (`{{job.parameters.x}}`, `{{secrets/scope/key}}`), resolved when a job runs.
+References name entries of one table (`bundle.name`, `var.<name>`, …) whose values may reference
+each other. `{{...}}` is left alone: those are the Jobs service's dynamic value references
+(`{{job.parameters.x}}`, `{{secrets/scope/key}}`), resolved when a job runs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from binlake.bundle.keys import LOOKUP, VARIABLE, check_keys, did_you_mean
 from binlake.errors import BundleError
 
 #: `BUNDLE_VAR_<name>` sets variable `<name>`, as with the Databricks CLI.
 ENV_PREFIX = "BUNDLE_VAR_"
-
-
-@dataclass(frozen=True)
-class Deferred:
-    """A table entry computed on first use, e.g. one the workspace must answer; `compute` gets
-    the reference that needed it, for its error message."""
-
-    compute: Callable[[str], Any]
-
 
 _REFERENCE = re.compile(r"\$\{([^{}\s]+)\}")
 
@@ -42,7 +29,7 @@ class Interpolator:
 
     def extended(self, table: Mapping[str, Any]) -> Interpolator:
         """An interpolator of this table with `table`'s entries added, keeping what this one has
-        resolved already (a lookup is asked once)."""
+        resolved already."""
         extended = Interpolator({**self._table, **table})
         extended._resolved = dict(self._resolved)
         return extended
@@ -78,10 +65,7 @@ class Interpolator:
             raise BundleError(
                 f"{where} references ${{{name}}}, which {_unknown(name, self._table)}"
             )
-        entry = self._table[name]
-        if isinstance(entry, Deferred):
-            entry = entry.compute(f"${{{name}}} in {where}")
-        value = self._resolve(entry, f"${{{name}}}", (*chain, name))
+        value = self._resolve(self._table[name], f"${{{name}}}", (*chain, name))
         self._resolved[name] = value
         return value
 
@@ -98,16 +82,10 @@ def _text(value: Any) -> str:
 def _unknown(name: str, table: Mapping[str, Any]) -> str:
     if name.startswith("var."):
         return "is not declared under `variables` in bundle.yml"
-    section = name.split(".")[0] + "."
-    known = sorted(n for n in table if n.startswith(section))
-    if known:
-        return f"binlake cannot resolve{did_you_mean(name, known)}"
-    roots = sorted({n.split(".")[0] + ".*" for n in table})
-    return f"binlake cannot resolve (it resolves {', '.join(roots)})"
-
-
-#: Looks up the id of a workspace object: (kind, name, variable) → id.
-Lookup = Callable[[str, str, str], str]
+    return (
+        "binlake does not resolve (it resolves var.*, bundle.name, bundle.target, "
+        "workspace.current_user.* and resources.<kind>.<key>.<field>)"
+    )
 
 
 def variable_values(
@@ -116,17 +94,20 @@ def variable_values(
     target_values: Mapping[str, Any],
     overrides: Mapping[str, str],
     environ: Mapping[str, str],
-    lookup: Lookup,
 ) -> dict[str, Any]:
-    """Each declared variable's value, by the Databricks CLI's precedence: `--var`, then the
-    environment's `BUNDLE_VAR_<name>`, then the target's value or lookup, then the variable's
-    default or lookup. A lookup is `Deferred`: only a variable in use asks the workspace."""
+    """Each declared variable's value: `overrides` (`--var`), else the environment's
+    `BUNDLE_VAR_<name>`, else the target's value, else the variable's default. A `lookup`, which
+    the Databricks CLI answers from the workspace at deploy, is the stand-in text
+    `lookup(<kind>: <name>)`."""
     where = f"targets.{target}.variables"
-    _only_declared(declared, where, target_values)
-    _only_declared(declared, "--var", overrides)
+    for source, names in ((where, target_values), ("--var", overrides)):
+        undeclared = sorted(set(names) - set(declared))
+        if undeclared:
+            raise BundleError(f"{source} sets {', '.join(undeclared)}, not declared in `variables`")
     values: dict[str, Any] = {}
     for name, spec in declared.items():
-        spec = _variable_spec(name, spec)
+        if not isinstance(spec, dict):
+            raise BundleError(f"variables.{name} must be a mapping (description, default, …)")
         given = overrides.get(name, environ.get(ENV_PREFIX + name))
         if given is not None and spec.get("type") == "complex":
             raise BundleError(
@@ -136,9 +117,9 @@ def variable_values(
         if given is not None:
             values[name] = given
         elif name in target_values:
-            values[name] = _value(name, _target_spec(target_values[name]), where, lookup)
+            values[name] = _value(_target_spec(target_values[name]))
         elif "default" in spec or "lookup" in spec:
-            values[name] = _value(name, spec, f"variables.{name}", lookup)
+            values[name] = _value(spec)
         else:
             raise BundleError(
                 f"variable {name!r} has no value for target {target!r}: give it a default, set "
@@ -148,24 +129,6 @@ def variable_values(
     return values
 
 
-def _only_declared(declared: Mapping[str, Any], source: str, names: Mapping[str, Any]) -> None:
-    for name in names:
-        if name not in declared:
-            raise BundleError(
-                f"{source} sets {name!r}, not declared under `variables`"
-                + did_you_mean(name, declared)
-            )
-
-
-def _variable_spec(name: str, spec: Any) -> dict[str, Any]:
-    if not isinstance(spec, dict):
-        raise BundleError(f"variables.{name} must be a mapping (description, default, …)")
-    check_keys(spec, VARIABLE, f"variables.{name}")
-    if spec.get("type", "complex") != "complex":
-        raise BundleError(f"variables.{name}.type must be `complex`, found {spec['type']!r}")
-    return spec
-
-
 def _target_spec(value: Any) -> dict[str, Any]:
     """A target's variable setting: `{default: …}` or `{lookup: …}`, or the value itself."""
     if isinstance(value, dict) and value and set(value) <= {"default", "lookup"}:
@@ -173,15 +136,9 @@ def _target_spec(value: Any) -> dict[str, Any]:
     return {"default": value}
 
 
-def _value(name: str, spec: Mapping[str, Any], where: str, lookup: Lookup) -> Any:
+def _value(spec: Mapping[str, Any]) -> Any:
     if "lookup" not in spec:
         return spec["default"]
     found = spec["lookup"]
-    if not isinstance(found, dict) or len(found) != 1:
-        raise BundleError(
-            f"{where}: the lookup of {name!r} must name one object, e.g. "
-            "`lookup: {cluster_policy: My policy}`"
-        )
-    ((kind, object_name),) = found.items()
-    check_keys(found, LOOKUP, f"{where}: the lookup of {name!r}")
-    return Deferred(lambda reason: lookup(kind, str(object_name), name))
+    named = ", ".join(f"{kind}: {name}" for kind, name in dict(found or {}).items())
+    return f"lookup({named})"

@@ -1,40 +1,21 @@
-"""Bundles for the bundle tests: the project's (`REPO`) loaded against a stub workspace, and
-minimal ones written to a temp dir."""
+"""Bundles for the bundle tests: the project's (`REPO`), and minimal ones written to a temp
+dir."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import yaml
-from databricks.sdk.service.compute import Policy
-from databricks.sdk.service.iam import User
 
 from binlake.bundle.definition import Bundle, load_bundle
-from binlake.runtime.workspace import Connection
 
 REPO = Path(__file__).resolve().parents[3]
-USER = "jane.doe@example.com"
 PRINCIPAL = "9f3c2b4e-1d2a-4c1b-8e9f-0a1b2c3d4e5f"
 PROD_ENV = {"BUNDLE_VAR_prod_service_principal": PRINCIPAL}
 
 
-class StubWorkspace:
-    """Answers the current user and cluster policies; counts the clients asked for."""
-
-    def __init__(self, user_name: str = USER, policies: tuple[Policy, ...] = ()) -> None:
-        self.connections: list[Connection] = []
-        self.current_user = SimpleNamespace(me=lambda: User(user_name=user_name))
-        self.cluster_policies = SimpleNamespace(list=lambda: list(policies))
-
-    def __call__(self, connection: Connection) -> Any:
-        self.connections.append(connection)
-        return self
-
-
 def load(root: Path, target: str | None = None, **options: Any) -> Bundle:
-    options.setdefault("connect", StubWorkspace())
     options.setdefault("environ", PROD_ENV if target == "prod" else {})
     return load_bundle(root, target, **options)
 

@@ -1,7 +1,7 @@
 """The bundle's compute and its Unity Catalog resources: a dedicated job cluster on the oldest
 supported LTS runtime by default, standard access mode or serverless by the `compute` variable
 (the job mutators of `binlake.bundle.compute`, run by the loader as the Databricks CLI runs
-them), each developer's own server ids and schemas, and the schemas, volume and secret scope
+them), each developer's own server ids, and the schemas, volume and secret scope
 parsed by the typed models of `databricks-bundles`."""
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_every_target_validates_on_every_compute_kind(
     lines = validate(load(REPO, target, variables=variables))
 
     alerted = [line for line in lines if line.startswith("alert ")]
-    assert len(alerted) == (1 if warehouse and target != "local" else 0)
+    assert len(alerted) == (1 if warehouse else 0)
 
     expected = "serverless environment 5" if compute == "serverless" else "job cluster"
     assert all(expected in line for line in lines if line.startswith("silver_"))
@@ -163,23 +163,6 @@ def _catalog_bundle(tmp_path: Path, schema: dict[str, Any], **extra: Any) -> Pat
         resources={"schemas": {"s": schema}, "volumes": {"v": volume}},
         **extra,
     )
-
-
-def test_development_mode_prefixes_schema_names_and_references_to_them(tmp_path: Path) -> None:
-    bundle = load(_catalog_bundle(tmp_path, {"catalog_name": "c", "name": "raw"}))
-
-    assert bundle.resources["schemas"]["s"].name == "dev_jane_doe_raw"
-    assert bundle.resources["volumes"]["v"].schema_name == "dev_jane_doe_raw"
-
-
-def test_skip_name_prefix_for_schema_keeps_schema_names(tmp_path: Path) -> None:
-    root = _catalog_bundle(
-        tmp_path,
-        {"catalog_name": "c", "name": "raw"},
-        experimental={"skip_name_prefix_for_schema": True},
-    )
-
-    assert load(root).resources["volumes"]["v"].schema_name == "raw"
 
 
 @pytest.mark.parametrize(
