@@ -90,7 +90,6 @@ class Bundle:
     target: str
     #: The target's `mode` as written (`development`, `production` or None); the CLI applies it.
     mode: str | None
-    root: Path
     jobs: Mapping[str, Job]
     #: Per kind (`schemas`, `volumes`, `secret_scopes`, `alerts`), each resource as its typed
     #: model.
@@ -152,7 +151,6 @@ def load_bundle(
         name=name,
         target=target,
         mode=target_doc.get("mode"),
-        root=root,
         jobs=_jobs(resources, references, mutate),
         resources=_typed_resources(resources, references, mutate),
     )

@@ -1,8 +1,8 @@
 """The Databricks workspace client: how to reach a workspace, and every call bounded.
 
 Every call is bounded (`HTTP_TIMEOUT_SECONDS`, `RETRY_TIMEOUT_SECONDS`), so an unreachable host ends
-in one `BundleError` line instead of the SDK's five minutes of retries. The bundle's loader, the
-job pause and the secrets a config names all reach the workspace through here.
+in one `BundleError` line instead of the SDK's five minutes of retries. The job pause and the
+secrets a config names reach the workspace through here.
 """
 
 from __future__ import annotations
