@@ -1,18 +1,19 @@
 """A folder of binlog files as the stream's source, read without a server.
 
 `mysqlbinlog --raw` backups, a managed service's binlog exports and a server's own binlog
-directory leave a folder of files named `<base>.<number>`. The stream reads them in name order
-as it would read the server that wrote them, with the same positions (`file:pos`, each event's
+directory leave a folder of files named `<base>.<number>`. The stream reads them in the order
+of their numbers as it would read the server that wrote them, with the same positions (`file:pos`, each event's
 end), the same `RowChange`s and `SchemaChange`s and so the same filtering, MERGE and changelog.
 
 With no server to ask, each table's schema is its TABLE_MAP's (`table_map_schema`): a table
 enters the archive's stream as if created at the first row event of it that the read meets,
 and a table map whose layout differs from the last one (an ALTER ran between) is a schema change
-at that row event. TRUNCATE and DROP of a table are followed from their statements. What an
-archive cannot give is refused with the file and offset, never skipped: DML logged as a
-statement, an ALTER that removes rows with no row events, partial JSON updates (the before
-image a diff applies to is the row silver holds, which the reader does not have), and rows
-logged without a FULL row image.
+at that row event. TRUNCATE, DROP TABLE and DROP DATABASE are followed from their statements.
+What an archive cannot give is refused with the file and offset, never skipped: what moves or
+removes rows without row events (DML logged as a statement, a held table renamed, an ALTER that
+removes rows), a statement naming a held table in another case (whether the server compared
+names with case, an archive does not say), partial JSON updates and rows logged without a FULL
+row image (as a live source's are).
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ _PARTIAL_UPDATE_ROWS = 39
 
 class BinlogArchive:
     """The binlog files of `folder`, oldest first: every file that begins with the binlog
-    magic, in name order (`<base>.000001`, `<base>.000002` …). Other files (an index, a
-    checksum list) are left alone."""
+    magic, in the order of the number after its base name (`<base>.999999` before
+    `<base>.1000000`). Other files (an index, a checksum list) are left alone."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
