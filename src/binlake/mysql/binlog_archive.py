@@ -2,8 +2,9 @@
 
 `mysqlbinlog --raw` backups, a managed service's binlog exports and a server's own binlog
 directory leave a folder of files named `<base>.<number>`. The stream reads them in the order
-of their numbers as it would read the server that wrote them, with the same positions (`file:pos`, each event's
-end), the same `RowChange`s and `SchemaChange`s and so the same filtering, MERGE and changelog.
+of their numbers as it would read the server that wrote them, with the same positions
+(`file:pos`, each event's end), the same `RowChange`s and `SchemaChange`s and so the same
+filtering, MERGE and changelog.
 
 With no server to ask, each table's schema is its TABLE_MAP's (`table_map_schema`): a table
 enters the archive's stream as if created at the first row event of it that the read meets,

@@ -5,6 +5,7 @@ bundle deploy` does)."""
 from __future__ import annotations
 
 import pytest
+from databricks.sdk.core import Config
 
 from binlake.jobs import cli
 from binlake.runtime.workspace import (
@@ -19,6 +20,8 @@ from .bundles import REPO
 
 def test_client_timeouts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATABRICKS_TOKEN", "test-token")
+    # The SDK asks an unreachable host for its metadata until the retry timeout (17 s): skipped.
+    monkeypatch.setattr(Config, "_resolve_host_metadata", lambda self: None)
 
     client = workspace_client(Connection.of({"host": "http://127.0.0.1:9", "profile": None}))
 
