@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from chispa import assert_df_equality
+from unit.mysql.partial_json_file import full_image_partial_file
 from unit.mysql.test_mysql_row_images import landed
 
 from binlake.errors import ConfigError, SourceError
@@ -34,7 +35,9 @@ from .assertions import assert_lands_exactly
 from .items import Racer, seed_items
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mysql-binlogs"
-WRITES, UPDATES, DELETES = {23, 30}, {24, 31}, {25, 32}
+WRITES, UPDATES, DELETES = {23, 30}, {24, 31, 39}, {25, 32}
+#: The real json.binlog.000001 with its partial JSON update logged under FULL images (built).
+PARTIAL_JSON = "json-full.000001"
 
 #: (file, the database its tables are in, the split key of each: none has a primary key the
 #: map names), and what each proves.
@@ -44,6 +47,10 @@ ARCHIVES = [
     pytest.param("mysql-bin.000057", "a", {"b": "@1", "test_table_3": "@1"}, id="8.0.31"),
     # MySQL 8.0.28: GTIDs, FULL metadata, ENUM/SET strings; an update of the key, then a delete.
     pytest.param("mysql-enum-string-set.000001", "mysql", {"t": "f1"}, id="8.0.28"),
+    # MySQL 8.0.22: a PARTIAL_UPDATE_ROWS (`binlog_row_value_options=PARTIAL_JSON`, `$.age`
+    # replaced in each row's document) under a FULL row image, built from the real file's own
+    # bytes (tests/unit/mysql/partial_json_file.py); generated columns computed from the JSON.
+    pytest.param(PARTIAL_JSON, "mysql", {"t": "@1"}, id="8.0.22-partial-json"),
     # MySQL 9.6.0: a tagged GTID (`uuid:mytag:3`) and the 8.4-era FORMAT_DESCRIPTION, DECIMAL.
     # A soak run: tests/unit/mysql/test_live_mysql_events.py reads its tagged GTID live.
     pytest.param(
@@ -134,7 +141,10 @@ def test_a_mysql_written_archive_lands_as_its_row_events_say(
 ) -> None:
     folder = tmp_path / "archive"
     folder.mkdir()
-    shutil.copy(FIXTURES / name, folder / name)
+    if name == PARTIAL_JSON:
+        full_image_partial_file(folder, name)
+    else:
+        shutil.copy(FIXTURES / name, folder / name)
     expected = replayed(folder / name, database, keys)
     assert expected, f"{name} has no row event of {database}"
     config = _archive_config(make_config, folder, database, keys)

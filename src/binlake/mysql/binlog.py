@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import pymysql
@@ -42,7 +43,14 @@ from binlake.mysql.commit_times import CommitClock
 from binlake.mysql.ddl import short_statement
 from binlake.mysql.reconnect import MAX_BACKOFF_S, is_transient
 from binlake.mysql.replication import ER_MASTER_FATAL_ERROR_READING_BINLOG, ROW_EVENTS, open_stream
-from binlake.mysql.row_images import ImageDecoder, column_layout, decode_images, image_decoder
+from binlake.mysql.row_images import (
+    ImageDecoder,
+    column_layout,
+    decode_images,
+    has_full_images,
+    image_decoder,
+    partial_update_images,
+)
 from binlake.mysql.schema_history import SchemaChange, SchemaTracker
 from binlake.mysql.system_versioning import Versions, hidden_period_columns, versions_of
 from binlake.mysql.xa_transactions import XaTransactions
@@ -53,10 +61,9 @@ log = logging.getLogger(__name__)
 ER_CONNECTION_KILLED = 4052
 #: Event types the library cannot decode and would drop silently, and the setting behind each
 #: (MySQL's compressed transactions it passes on undecoded are decoded here: `payload_events`).
-_UNREADABLE_EVENT_TYPES = {
-    **dict.fromkeys(range(165, 172), "log_bin_compress=ON (MariaDB compressed events)"),
-    39: "binlog_row_value_options=PARTIAL_JSON (MySQL partial JSON updates)",
-}
+_UNREADABLE_EVENT_TYPES = dict.fromkeys(
+    range(165, 172), "log_bin_compress=ON (MariaDB compressed events)"
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,8 @@ class _Layout:
     schema: TableSchema
     decoder: ImageDecoder
     versions: Versions | None
+    #: A partial JSON update's images (`row_images.partial_update_images`) of this layout.
+    partial_updates: Callable[[bytes], Iterator[Row]]
 
 
 class _TableDecoder:
@@ -101,9 +110,15 @@ class _TableDecoder:
         if table_map is not self._map or self._decoder is None:
             self._decoder = self._decoder_for(event.table_id, table_map.columns)
             self._map = table_map  # held, so it is compared by identity, never by a reused id
-        self._require_full_images(event)
+        if not has_full_images(event):
+            raise SourceError(
+                f"a row event of {self.table.qualified} lacks columns (not a FULL row image): "
+                "a session wrote with binlog_row_image other than FULL; binlake needs FULL"
+            )
         if body is None:
             body = event.packet.read(event.event_size - event.packet.read_bytes)
+        if isinstance(event, PartialUpdateRowsEvent):
+            return self._decoder, list(self._decoder.partial_updates(body))
         return self._decoder, list(decode_images(self._decoder.decoder, body))
 
     def _decoder_for(self, table_id: int, columns: list[Any]) -> _Layout:
@@ -112,7 +127,8 @@ class _TableDecoder:
         if found is None:
             decoded = self._layout_schema(columns)
             schema, versions = versions_of(decoded, self.hidden)
-            found = _Layout(schema, image_decoder(decoded, columns), versions)
+            partial_updates = partial(partial_update_images, decoded, columns)
+            found = _Layout(schema, image_decoder(decoded, columns), versions, partial_updates)
             self._decoders[layout] = found
         return found
 
@@ -126,17 +142,6 @@ class _TableDecoder:
         if tuple(names) == self.table.column_names or any(n not in known for n in names):
             return self.table  # decoding checks it (and names what differs)
         return replace(self.table, columns=tuple(known[str(n)] for n in names))
-
-    def _require_full_images(self, event: RowsEvent) -> None:
-        bitmaps = [event.columns_present_bitmap]
-        if isinstance(event, UpdateRowsEvent):
-            bitmaps.append(event.columns_present_bitmap2)
-        full = (1 << event.number_of_columns) - 1
-        if any(int.from_bytes(b, "little") & full != full for b in bitmaps):
-            raise SourceError(
-                f"a row event of {self.table.qualified} lacks columns (not a FULL row image): "
-                "a session wrote with binlog_row_image other than FULL; binlake needs FULL"
-            )
 
 
 def read_changes(
@@ -233,8 +238,8 @@ def _read(reader: _Reader, blocking: bool) -> Iterator[RowChange | SchemaChange]
 READ_DEADLINE_S = 30.0
 #: XIDs end most transactions, so a read stops right at its stop offset; GTID events begin them
 #: and carry their commit times (`commit_times`; MySQL's anonymous GTID event is a
-#: NotImplementedEvent); unknown and partial events are read so that an event the library cannot
-#: decode stops the read, not vanishes.
+#: NotImplementedEvent); unknown events are read so that an event the library cannot decode
+#: stops the read, not vanishes; partial JSON updates are updates (the library's class is not).
 _READ_EVENTS = [
     *ROW_EVENTS,
     XidEvent,
@@ -315,7 +320,7 @@ class _Reader:
                 if _is_payload(event):
                     for inner in payload_events(event, stream):
                         yield from self._event(inner.decoded, offset, inner.row_images)
-                elif isinstance(event, NotImplementedEvent | PartialUpdateRowsEvent):
+                elif isinstance(event, NotImplementedEvent):
                     _refuse_unreadable(event)
                 else:
                     yield from self._event(event, offset)
@@ -332,9 +337,7 @@ class _Reader:
         self, event: Any, offset: BinlogOffset, images: bytes | None = None
     ) -> Iterator[RowChange | SchemaChange]:
         """One decoded event's changes (`images`: a rows event's, if read from a payload)."""
-        if isinstance(event, PartialUpdateRowsEvent):
-            _refuse_unreadable(event)
-        elif isinstance(event, RowsEvent):
+        if isinstance(event, RowsEvent):
             changes = self._changes(event, offset, images)
             if self.xa.holding:
                 self.xa.hold(changes)

@@ -13,8 +13,9 @@ at that row event. TRUNCATE, DROP TABLE and DROP DATABASE are followed from thei
 What an archive cannot give is refused with the file and offset, never skipped: what moves or
 removes rows without row events (DML logged as a statement, a held table renamed, an ALTER that
 removes rows), a statement naming a held table in another case (whether the server compared
-names with case, an archive does not say), partial JSON updates and rows logged without a FULL
-row image (as a live source's are).
+names with case, an archive does not say) and rows logged without a FULL row image (as a live
+source's are). A partial JSON update under a FULL row image is read whole, as a live source's is
+(`row_images.partial_update_images`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ from binlake.model.schema import TableSchema
 from binlake.mysql.binlog_files import MAGIC, TRANSACTION_PAYLOAD, FileEvent, read_binlog_file
 from binlake.mysql.commit_times import CommitClock
 from binlake.mysql.ddl import dml_tables, parse_ddl, short_statement
-from binlake.mysql.row_images import ImageDecoder, decode_images, image_decoder
+from binlake.mysql.row_images import (
+    ImageDecoder,
+    decode_images,
+    has_full_images,
+    image_decoder,
+    partial_update_images,
+)
 from binlake.mysql.schema_history import SchemaChange
 from binlake.mysql.table_map_schema import table_map_schema
 from binlake.mysql.xa_transactions import XaTransactions
@@ -182,10 +189,6 @@ class ArchiveRead:
         self, event: FileEvent, offset: BinlogOffset, path: Path
     ) -> Iterator[RowChange | SchemaChange]:
         decoded = event.decoded
-        if event.type_code == _PARTIAL_UPDATE_ROWS:
-            raise _refused(
-                path, event, "a partial JSON update (binlog_row_value_options=PARTIAL_JSON)"
-            )
         if isinstance(decoded, rows.RowsEvent):
             changes = list(self._rows(event, offset, path))
             if self.xa.holding:
@@ -214,9 +217,14 @@ class ArchiveRead:
         layout, changed = self._layout(database, name, table_map, before_rows)
         if changed is not None:
             yield changed
-        _require_full_images(decoded, path, event)
+        if not has_full_images(decoded):
+            raise _refused(path, event, "a row event without a FULL row image (binlog_row_image)")
         assert layout.decoder is not None
-        images = list(decode_images(layout.decoder, event.row_images or b""))
+        body = event.row_images or b""
+        if event.type_code == _PARTIAL_UPDATE_ROWS:
+            images = list(partial_update_images(layout.schema, layout.columns, body))
+        else:
+            images = list(decode_images(layout.decoder, body))
         pairs: list[tuple[Row | None, Row | None]]
         if isinstance(decoded, rows.UpdateRowsEvent):
             op, pairs = Op.UPDATE, list(zip(images[::2], images[1::2], strict=True))
@@ -326,15 +334,6 @@ class _Where:
 
     def refused(self, why: str) -> SourceError:
         return _refused(self.path, self.event, f"{short_statement(self.statement)!r}: {why}")
-
-
-def _require_full_images(decoded: Any, path: Path, event: FileEvent) -> None:
-    bitmaps = [decoded.columns_present_bitmap]
-    if isinstance(decoded, rows.UpdateRowsEvent):
-        bitmaps.append(decoded.columns_present_bitmap2)
-    full = (1 << decoded.number_of_columns) - 1
-    if any(int.from_bytes(b, "little") & full != full for b in bitmaps):
-        raise _refused(path, event, "a row event without a FULL row image (binlog_row_image)")
 
 
 def _refused(path: Path, event: FileEvent, what: str) -> SourceError:

@@ -31,7 +31,6 @@ match is refused with a `SourceError` naming the file and the byte offset.
 
 from __future__ import annotations
 
-import copy
 import re
 import struct
 import zlib
@@ -46,13 +45,12 @@ from pymysqlreplication import event as ev
 from pymysqlreplication import row_event as rows
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 from pymysqlreplication.exceptions import MalformedBinLogEvent, StatusVariableMismatch
-from pymysqlreplication.json_binary import JsonDiff, JsonDiffOperation
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.util.bytes import length_encoded_int
 
 from binlake.errors import SourceError
 from binlake.mysql import table_maps
-from binlake.mysql.json_values import json_value
+from binlake.mysql.json_values import apply_json_diffs, json_diffs, json_value
 
 MAGIC = b"\xfebin"
 #: timestamp, type, server_id, event_size, log_pos, flags (little-endian, 19 bytes).
@@ -445,27 +443,8 @@ class _EventBytes(BinLogPacketWrapper):
     def read_binary_json(self, size: int, is_partial: bool) -> Any:
         data = self.read(self.read_uint_by_size(size))
         if is_partial:
-            return tuple(_json_diffs(data))
+            return tuple(json_diffs(data))
         return json_value(data[0], data[1:]) if data else None
-
-
-def _json_diffs(data: bytes) -> Iterator[JsonDiff]:
-    """The diffs of a partial JSON value (MySQL's `Json_diff_vector::write_binary`): operation
-    byte, length-encoded path, and unless a REMOVE, a length-encoded binary JSON value."""
-    position = 0
-    while position < len(data):
-        operation = JsonDiffOperation.by_index(data[position])
-        path_length, _, n = length_encoded_int(data[position + 1 :])
-        path_at = position + 1 + n
-        path = data[path_at : path_at + path_length]
-        position = path_at + path_length
-        if operation == JsonDiffOperation.Remove:
-            yield JsonDiff(operation, path)
-            continue
-        value_length, _, n = length_encoded_int(data[position:])
-        value = data[position + n : position + n + value_length]
-        position += n + value_length
-        yield JsonDiff(operation, path, json_value(value[0], value[1:]))
 
 
 class _TableMap(rows.TableMapEvent):
@@ -531,56 +510,6 @@ class _PartialUpdateRows(rows.PartialUpdateRowsEvent):
             if isinstance(value, tuple) and name not in row["before_none_sources"]:
                 after[name] = apply_json_diffs(before[name], value)
         return row
-
-
-def apply_json_diffs(document: Any, diffs: Sequence[JsonDiff]) -> Any:
-    """`document` (as the library decodes JSON: object keys as bytes) after `diffs`, each as
-    MySQL applies it: REPLACE as `JSON_REPLACE`, INSERT as `JSON_INSERT` on an object member and
-    `JSON_ARRAY_INSERT` on an array element, REMOVE as `JSON_REMOVE`. `document` is not changed."""
-    result = copy.deepcopy(document)
-    for diff in diffs:
-        legs = _path_legs(diff.path.decode())
-        if not legs:
-            result = diff.value  # a REPLACE of the whole document
-            continue
-        parent = result
-        for leg in legs[:-1]:
-            parent = parent[leg]
-        _apply_at(parent, legs[-1], diff)
-    return result
-
-
-_LEG = re.compile(r'\.([^.\[\s"]+)|\."((?:[^"\\]|\\.)*)"|\[(\d+)\]')
-
-
-def _path_legs(path: str) -> list[bytes | int]:
-    """A JSON diff's path (`$`, `$.a`, `$."a b"[2]`) as its legs: member names as bytes (as the
-    library keys objects), array positions as ints."""
-    if not path.startswith("$"):
-        raise ValueError(f"JSON diff path {path!r} does not start at $")
-    legs: list[bytes | int] = []
-    position = 1
-    while position < len(path):
-        leg = _LEG.match(path, position)
-        if leg is None:
-            raise ValueError(f"JSON diff path {path!r} cannot be read at {position}")
-        member, quoted, index = leg.groups()
-        if index is not None:
-            legs.append(int(index))
-        else:
-            name = member if member is not None else re.sub(r"\\(.)", r"\1", quoted)
-            legs.append(name.encode())
-        position = leg.end()
-    return legs
-
-
-def _apply_at(parent: Any, leg: bytes | int, diff: JsonDiff) -> None:
-    if diff.op == JsonDiffOperation.Remove:
-        del parent[leg]
-    elif diff.op == JsonDiffOperation.Insert and isinstance(parent, list):
-        parent.insert(int(leg), diff.value)
-    else:
-        parent[leg] = diff.value
 
 
 def _varlen_uint(data: bytes, position: int) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """MySQL's binary JSON (the value of a JSON column in a row image or a partial update's diff)
 as Python values, read the one way both binlog readers read it: the stream's row decoder
-(`row_images`) and the file reader (`binlog_files`).
+(`row_images`) and the file reader (`binlog_files`); and a partial update's diffs
+(`binlog_row_value_options=PARTIAL_JSON`) applied to the value before it, as MySQL applies them.
 
 python-mysql-replication's `parse_json` reads most of the format, but not MySQL's temporal
 values inside a document (opaque values, `CAST(... AS JSON)` of a DATE, DATETIME, TIMESTAMP or
@@ -16,13 +17,21 @@ else is the library's value (object keys and strings as bytes, DECIMAL as `Decim
 from __future__ import annotations
 
 import base64
+import copy
+import re
+from collections.abc import Iterable, Iterator
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from pymysqlreplication import json_binary as jb
 from pymysqlreplication.constants import FIELD_TYPE
-from pymysqlreplication.json_binary import parse_json
-from pymysqlreplication.util.bytes import decode_count, decode_uint, decode_variable_length
+from pymysqlreplication.json_binary import JsonDiff, JsonDiffOperation, parse_json
+from pymysqlreplication.util.bytes import (
+    decode_count,
+    decode_uint,
+    decode_variable_length,
+    length_encoded_int,
+)
 
 _OBJECTS = (jb.JSONB_TYPE_SMALL_OBJECT, jb.JSONB_TYPE_LARGE_OBJECT)
 _CONTAINERS = (*_OBJECTS, jb.JSONB_TYPE_SMALL_ARRAY, jb.JSONB_TYPE_LARGE_ARRAY)
@@ -107,3 +116,85 @@ def _opaque_text(data: bytes) -> bytes:
     if data[0] == FIELD_TYPE.VAR_STRING:
         return raw
     return b"base64:type%d:%s" % (data[0], base64.b64encode(raw))
+
+
+def json_diffs(data: bytes) -> Iterator[JsonDiff]:
+    """The diffs of a partial JSON value (MySQL's `Json_diff_vector::write_binary`): operation
+    byte, length-encoded path, and unless a REMOVE, a length-encoded binary JSON value."""
+    position = 0
+    while position < len(data):
+        operation = JsonDiffOperation.by_index(data[position])
+        path_length, _, n = length_encoded_int(data[position + 1 :])
+        path_at = position + 1 + n
+        path = data[path_at : path_at + path_length]
+        position = path_at + path_length
+        if operation == JsonDiffOperation.Remove:
+            yield JsonDiff(operation, path)
+            continue
+        value_length, _, n = length_encoded_int(data[position:])
+        value = data[position + n : position + n + value_length]
+        position += n + value_length
+        yield JsonDiff(operation, path, json_value(value[0], value[1:]))
+
+
+def apply_json_diffs(document: Any, diffs: Iterable[JsonDiff]) -> Any:
+    """`document` (as the library decodes JSON: object keys as bytes) after `diffs`, each as
+    MySQL applies it: REPLACE as `JSON_REPLACE`, INSERT as `JSON_INSERT` on an object member and
+    `JSON_ARRAY_INSERT` on an array element, REMOVE as `JSON_REMOVE`. `document` is not changed."""
+    result = copy.deepcopy(document)
+    for diff in diffs:
+        legs = _path_legs(diff.path.decode())
+        if not legs:
+            result = diff.value  # a REPLACE of the whole document
+            continue
+        parent = result
+        for leg in legs[:-1]:
+            parent = parent[leg]
+        _apply_at(parent, legs[-1], diff)
+    return result
+
+
+_LEG = re.compile(r'\.([^.\[\s"]+)|\."((?:[^"\\]|\\.)*)"|\[(\d+)\]')
+
+
+def _path_legs(path: str) -> list[bytes | int]:
+    """A JSON diff's path (`$`, `$.a`, `$."a b"[2]`) as its legs: member names as bytes (as the
+    library keys objects), array positions as ints."""
+    if not path.startswith("$"):
+        raise ValueError(f"JSON diff path {path!r} does not start at $")
+    legs: list[bytes | int] = []
+    position = 1
+    while position < len(path):
+        leg = _LEG.match(path, position)
+        if leg is None:
+            raise ValueError(f"JSON diff path {path!r} cannot be read at {position}")
+        member, quoted, index = leg.groups()
+        if index is not None:
+            legs.append(int(index))
+        else:
+            name = member if member is not None else re.sub(r"\\(.)", r"\1", quoted)
+            legs.append(name.encode())
+        position = leg.end()
+    return legs
+
+
+def _apply_at(parent: Any, leg: bytes | int, diff: JsonDiff) -> None:
+    if diff.op == JsonDiffOperation.Remove:
+        del parent[leg]
+    elif isinstance(parent, list):
+        if diff.op == JsonDiffOperation.Insert:
+            parent.insert(int(leg), diff.value)
+        else:
+            parent[int(leg)] = diff.value
+    elif leg in parent:
+        parent[leg] = diff.value
+    else:
+        # MySQL stores an object's members by key length, then key bytes, and shows them so:
+        # a member inserted takes its place among them, not the last one.
+        members = sorted([*parent.items(), (leg, diff.value)], key=_member_order)
+        parent.clear()
+        parent.update(members)
+
+
+def _member_order(member: tuple[bytes, Any]) -> tuple[int, bytes]:
+    return len(member[0]), member[0]

@@ -20,7 +20,7 @@ from pymysqlreplication.event import (
     XAPrepareEvent,
     XidEvent,
 )
-from pymysqlreplication.row_event import RowsEvent, UpdateRowsEvent
+from pymysqlreplication.row_event import PartialUpdateRowsEvent, RowsEvent, UpdateRowsEvent
 
 from binlake.config.settings import SourceConfig
 from binlake.model.capture import Capture
@@ -28,7 +28,7 @@ from binlake.model.offsets import BinlogOffset, on_lineage
 from binlake.mysql.connection import connection
 from binlake.mysql.gtids import GTID_TAGGED_LOG_EVENT, gtid_after_event
 from binlake.mysql.replication import ROW_EVENTS, open_stream, reconnecting_read
-from binlake.mysql.row_images import count_images, image_widths
+from binlake.mysql.row_images import JSON, count_images, count_partial_updates, image_widths
 from binlake.mysql.server import binlog_files
 from binlake.mysql.xa_transactions import XaTransactions
 
@@ -61,7 +61,9 @@ def transactions(
     transaction's changes have no next transaction to carry them. `xa` (with `counting`) is fed
     the XA transactions met, each marked if it changes a table `counting` captures: when a
     transaction is yielded, it holds the state before that transaction."""
-    events = TRANSACTION_STARTS if counting is None else [*TRANSACTION_STARTS, *ROW_EVENTS]
+    events = TRANSACTION_STARTS
+    if counting is not None:
+        events = [*TRANSACTION_STARTS, *ROW_EVENTS, PartialUpdateRowsEvent]
     if xa is not None:
         events = [*events, XAPrepareEvent, QueryEvent]
     stream = open_stream(
@@ -104,6 +106,9 @@ def _row_changes(event: RowsEvent, widths: dict[int, tuple[Any, tuple[int, ...]]
     if held is None or held[0] is not table_map:
         held = widths[event.table_id] = (table_map, image_widths(table_map.columns))
     body = event.packet.read(event.event_size - event.packet.read_bytes)
+    if isinstance(event, PartialUpdateRowsEvent):
+        json_columns = sum(c.type == JSON for c in table_map.columns)
+        return count_partial_updates(held[1], json_columns, body)
     images = count_images(held[1], event.columns_present_bitmap, body)
     return images // 2 if isinstance(event, UpdateRowsEvent) else images
 

@@ -4,6 +4,7 @@ over an archive is tests/integration/test_binlog_archive.py."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +20,8 @@ from binlake.model.offsets import BinlogOffset
 from binlake.mysql.binlog_archive import TABLE_MAP_STATEMENT, ArchiveRead, BinlogArchive
 from binlake.mysql.binlog_files import FileEvent
 from binlake.mysql.schema_history import SchemaChange
+
+from .partial_json_file import full_image_partial_file
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "mysql-binlogs"
 
@@ -110,7 +113,8 @@ def test_tables_outside_the_capture_are_not_read(tmp_path: Path) -> None:
 
 
 def test_what_an_archive_cannot_give_is_refused_at_its_offset(tmp_path: Path) -> None:
-    """No key in the map and none named; a partial JSON update; a file cut inside an event."""
+    """No key in the map and none named; a partial JSON update under a MINIMAL row image (its
+    before image lacks the document the diffs change); a file cut inside an event."""
     archive = archive_of(tmp_path, bin_000001="mysql-enum-string-set.000001")
     with pytest.raises(
         SourceError, match=r"mysql\.t has no primary key .* source.split_keys \(t: f1\)"
@@ -120,7 +124,7 @@ def test_what_an_archive_cannot_give_is_refused_at_its_offset(tmp_path: Path) ->
         changes(archive, "mysql", {"t": "nope"})
 
     partial = archive_of(tmp_path / "partial", bin_000001="json.binlog.000001")
-    with pytest.raises(SourceError, match="byte offset 3750: a partial JSON update"):
+    with pytest.raises(SourceError, match="byte offset 3750: a row event without a FULL row"):
         changes(partial, "mysql", {"t": "@1"})
 
     cut = archive_of(tmp_path / "cut", bin_000001="mysql-enum-string-set.000001")
@@ -128,6 +132,23 @@ def test_what_an_archive_cannot_give_is_refused_at_its_offset(tmp_path: Path) ->
     path.write_bytes(path.read_bytes()[:2700])
     with pytest.raises(SourceError, match=r"bin\.000001 at byte offset 2659: the event ends after"):
         changes(cut, "mysql", {"t": "f1"})
+
+
+def test_a_partial_json_update_under_a_full_row_image_is_read_whole(tmp_path: Path) -> None:
+    """Each after image's document is the before image's with MySQL's diff applied (`$.age`
+    replaced): what MySQL computed into the generated `name` and `age` from it says so."""
+    archive = BinlogArchive(tmp_path)
+    full_image_partial_file(tmp_path, "bin.000001")
+    read = [c for c in changes(archive, "mysql", {"t": "@1"}) if isinstance(c, RowChange)]
+    partial = [c for c in read if c.position.offset == BinlogOffset("bin.000001", 4398)]
+    assert [c.op for c in partial] == [Op.UPDATE] * 6
+    for change in partial:
+        assert change.before is not None and change.after is not None
+        key, document, name, age = change.after
+        assert key == change.before[0]
+        assert json.loads(document) == {**json.loads(change.before[1]), "age": age}
+        assert (json.loads(document)["name"], age) == (name, change.before[3] + 1)
+    assert [c.after[0] for c in partial if c.after] == [1, 2, 3, 4, 5, 6]
 
 
 def _statements(read: ArchiveRead, *statements: str) -> list[SchemaChange]:

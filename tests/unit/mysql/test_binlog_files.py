@@ -17,7 +17,8 @@ import pytest
 from pymysqlreplication.json_binary import JsonDiff, JsonDiffOperation
 
 from binlake.errors import SourceError
-from binlake.mysql.binlog_files import FileEvent, _json_diffs, apply_json_diffs, read_binlog_file
+from binlake.mysql.binlog_files import FileEvent, read_binlog_file
+from binlake.mysql.json_values import apply_json_diffs, json_diffs
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "mysql-binlogs"
 #: The GPL-licensed truncated files, read where the reference set is (not vendored here).
@@ -307,7 +308,7 @@ def test_every_diff_of_a_column_is_read() -> None:
     replace = b"\x00\x05$.age\x03\x05\x1a\x00"
     remove = b"\x02\x06$.data"
     insert = b"\x01\x05$.new\x03\x05\x01\x00"
-    diffs = list(_json_diffs(replace + remove + insert))
+    diffs = list(json_diffs(replace + remove + insert))
     assert [(d.op, d.path, d.value) for d in diffs] == [
         (JsonDiffOperation.Replace, b"$.age", 26),
         (JsonDiffOperation.Remove, b"$.data", None),

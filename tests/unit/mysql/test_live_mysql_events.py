@@ -8,10 +8,13 @@ reads on top of it, as they run against a server.
   and numbered on, equal to what the file's row events say (read by the library from the file).
 - MySQL 8.4's tagged GTIDs, which the library passes on undecoded: a read carries the GTID set
   through them.
+- Partial JSON updates (`binlog_row_value_options=PARTIAL_JSON`) under a FULL row image: each
+  diff applied to the before image's document, as MySQL applied it (`partial_json_file`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication import row_event as rows
 
 from binlake.config.settings import SourceConfig
+from binlake.model.capture import Capture
 from binlake.model.changes import Op
 from binlake.model.offsets import BinlogOffset
 from binlake.model.schema import TableSchema
@@ -30,6 +34,7 @@ from binlake.mysql.binlog_files import read_binlog_file
 from binlake.mysql.table_map_schema import table_map_schema
 from binlake.mysql.transactions import transactions
 
+from .partial_json_file import full_image_partial_file
 from .test_mysql_row_images import landed
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "mysql-binlogs"
@@ -121,7 +126,7 @@ def _file_changes(path: Path, tables: list[TableSchema]) -> Iterator[tuple[Any, 
                 return None
             return tuple(landed(c, values[c.name]) for c in schema.columns)
 
-        op = {30: Op.INSERT, 31: Op.UPDATE, 32: Op.DELETE}[event.type_code]
+        op = {30: Op.INSERT, 31: Op.UPDATE, 39: Op.UPDATE, 32: Op.DELETE}[event.type_code]
         for row in decoded.rows:
             before = image(row.get("before_values") or (row["values"] if op == Op.DELETE else None))
             after = image(row.get("after_values") or (row["values"] if op == Op.INSERT else None))
@@ -170,3 +175,38 @@ def test_a_read_carries_the_gtid_set_through_a_tagged_transaction(dumps: Any) ->
     (begins, _, _), (ends, _, changes) = found
     assert (begins.pos, begins.gtid) == (245, f"{uuid}:1-13:mytag:1-2")
     assert (ends.gtid, changes) == (f"{uuid}:1-13:mytag:1-3", 0)
+
+
+def test_a_partial_json_update_is_read_live_as_the_document_mysql_wrote(
+    dumps: Any, tmp_path: Path
+) -> None:
+    """Each after image's `json_col` is its before image's with the diff (`$.age` replaced)
+    applied: equal to what the file says (the library applying the same diffs), and to what
+    MySQL itself computed from the new document into the generated `name` and `age`."""
+    path = full_image_partial_file(tmp_path)
+    dumps(path)
+    (t,) = _file_tables(path, "mysql", {"t": "@1"})
+    start, stop = BinlogOffset(path.name, 4), BinlogOffset(path.name, path.stat().st_size)
+
+    read = list(read_changes(SOURCE, 1, [t], start, stop))
+
+    expected = list(_file_changes(path, [t]))
+    assert [(c.table, c.op, c.position.offset.pos, c.before, c.after) for c in read] == expected
+    partial = [c for c in read if c.position.offset.pos == 4398]
+    assert len(partial) == 6
+    for change in partial:
+        key, document, name, age = change.after
+        assert key == change.before[0]
+        assert json.loads(document) == {**json.loads(change.before[1]), "age": age}
+        assert (json.loads(document)["name"], age) == (name, change.before[3] + 1)
+
+
+def test_a_batch_bound_counts_the_rows_of_partial_json_updates(dumps: Any, tmp_path: Path) -> None:
+    """What bounds a batch by changes counts a partial update's rows as an update's: the
+    file's six inserts, six updates and six partial updates."""
+    path = full_image_partial_file(tmp_path)
+    dumps(path)
+    *_, (ends, _, changes) = transactions(
+        SOURCE, 1, BinlogOffset(path.name, 4), counting=Capture("mysql", None)
+    )
+    assert (ends.pos, changes) == (path.stat().st_size, 18)

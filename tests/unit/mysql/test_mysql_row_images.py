@@ -27,8 +27,8 @@ from binlake.mysql.row_images import decode_images, image_decoder
 from binlake.mysql.table_map_schema import column_of as table_map_column
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "mysql-binlogs"
-#: Rows events the stream decodes. PARTIAL_UPDATE_ROWS (39) is not among them: the stream
-#: refuses `binlog_row_value_options=PARTIAL_JSON` before reading a row.
+#: Rows events decoded here. PARTIAL_UPDATE_ROWS (39), whose one real event has a MINIMAL row
+#: image, is read by `partial_update_images` (test_live_mysql_events, test_row_images).
 ROWS_EVENTS = frozenset({23, 24, 25, 30, 31, 32})
 UPDATES = frozenset({24, 31})
 

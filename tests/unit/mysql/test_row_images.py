@@ -23,6 +23,7 @@ from binlake.mysql.row_images import (
     decode_images,
     image_decoder,
     image_widths,
+    partial_update_images,
 )
 
 
@@ -153,6 +154,64 @@ def test_mysql_binary_json_decodes_to_mysql_text() -> None:
     decode = image_decoder(schema, [Mapped(245, length_size=4)])
     image = b"\x00" + struct.pack("<I", len(document)) + document
     assert list(decode_images(decode, image)) == [('{"a": 1}',)]
+
+
+def _object(**members: int) -> bytes:
+    """MySQL's binary JSON of a small object of int16 values, keys in MySQL's order."""
+    keys = sorted(members, key=lambda k: (len(k), k))
+    head = 4 + 4 * len(keys) + 3 * len(keys)
+    entries, at = b"", head
+    for key in keys:
+        entries += struct.pack("<HH", at, len(key))
+        at += len(key)
+    values = b"".join(struct.pack("<Bh", 0x05, members[k]) for k in keys)
+    body = entries + values + "".join(keys).encode()
+    return b"\x00" + struct.pack("<HH", len(keys), 4 + len(body)) + body
+
+
+def _json_column(raw: bytes) -> bytes:
+    return struct.pack("<I", len(raw)) + raw
+
+
+def test_a_partial_json_update_is_applied_to_the_before_images_document() -> None:
+    """Two JSON columns, the second one flagged (bit 1 of the partial bits): its diffs are
+    applied in order to the before image's document, a member inserted taking its place by
+    MySQL's order (key length, then bytes); the first column, not flagged, is its whole new
+    value. An after image whose options lack PARTIAL_JSON has no partial bits."""
+    schema = table(ID, Column("a", "json", "json", True), Column("b", "json", "json", True))
+    mapped = [Mapped(LONGLONG), Mapped(245, length_size=4), Mapped(245, length_size=4)]
+    diffs = (
+        b"\x01\x04$.zz" + b"\x03\x05\x07\x00"  # INSERT zz: 7
+        + b"\x00\x03$.b" + b"\x03\x05\x09\x00"  # REPLACE b: 9
+        + b"\x02\x03$.c"  # REMOVE c
+        + b"\x01\x03$.a" + b"\x03\x05\x01\x00"  # INSERT a: 1, before b by MySQL's order
+    )  # fmt: skip
+    before = (
+        b"\x00"
+        + struct.pack("<q", 5)
+        + _json_column(_object(b=2))
+        + _json_column(_object(c=3, b=2, bb=4))
+    )
+    after = b"\x01\x02" + b"\x00" + struct.pack("<q", 5) + _json_column(_object(x=1))
+    after += _json_column(diffs)
+    whole = b"\x00" + b"\x00" + struct.pack("<q", 6) + _json_column(_object(x=2))
+    whole += _json_column(_object(y=3))
+    images = list(partial_update_images(schema, mapped, before + after + before + whole))
+    assert images == [
+        (5, '{"b": 2}', '{"b": 2, "c": 3, "bb": 4}'),
+        (5, '{"x": 1}', '{"a": 1, "b": 9, "bb": 4, "zz": 7}'),
+        (5, '{"b": 2}', '{"b": 2, "c": 3, "bb": 4}'),
+        (6, '{"x": 2}', '{"y": 3}'),
+    ]
+
+
+def test_a_partial_json_update_of_a_null_document_is_refused() -> None:
+    schema = table(ID, Column("a", "json", "json", True))
+    mapped = [Mapped(LONGLONG), Mapped(245, length_size=4)]
+    before = bytes([0b10]) + struct.pack("<q", 5)  # a NULL
+    after = b"\x01\x01\x00" + struct.pack("<q", 5) + _json_column(b"\x02\x03$.c")
+    with pytest.raises(SourceError, match=r"db\.t\.a has no document before it"):
+        list(partial_update_images(schema, mapped, before + after))
 
 
 def test_null_in_a_not_null_column_is_a_schema_change_not_a_misread() -> None:
