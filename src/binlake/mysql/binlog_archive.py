@@ -58,10 +58,16 @@ _PARTIAL_UPDATE_ROWS = 39
 class BinlogArchive:
     """The binlog files of `folder`, oldest first: every file that begins with the binlog
     magic, in the order of the number after its base name (`<base>.999999` before
-    `<base>.1000000`). Other files (an index, a checksum list) are left alone."""
+    `<base>.1000000`). Other files (an index, a checksum list) are left alone.
+
+    The stream asks for the files several times per trigger (the head, the batch's end, the
+    lag): the folder is listed each time, for files added since, but each file is opened for
+    its magic once, when first seen holding it (a file still empty, being copied, is looked at
+    again)."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
+        self._binlogs: set[str] = set()
 
     def files(self) -> list[str]:
         """The binlog files' names, oldest first; a `SourceError` if there are none."""
@@ -70,7 +76,7 @@ class BinlogArchive:
                 f"source.binlog_archive {str(self.folder)!r} is not a folder: name the folder "
                 "holding the binlog files (mysqlbinlog --raw, a service's binlog export)"
             )
-        found = [p.name for p in self.folder.iterdir() if p.is_file() and _is_binlog(p)]
+        found = [p.name for p in self.folder.iterdir() if p.is_file() and self._is_binlog(p)]
         unnumbered = [name for name in found if not _NUMBERED.search(name)]
         if unnumbered:
             raise SourceError(
@@ -130,10 +136,14 @@ class BinlogArchive:
             if start.sort_key[:2] <= BinlogOffset(name, 0).sort_key[:2] <= stop.sort_key[:2]:
                 yield from read.file(self.folder / name, stop)
 
-
-def _is_binlog(path: Path) -> bool:
-    with path.open("rb") as file:
-        return file.read(len(MAGIC)) == MAGIC
+    def _is_binlog(self, path: Path) -> bool:
+        if path.name in self._binlogs:
+            return True
+        with path.open("rb") as file:
+            if file.read(len(MAGIC)) != MAGIC:
+                return False
+        self._binlogs.add(path.name)
+        return True
 
 
 @dataclass

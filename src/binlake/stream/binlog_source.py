@@ -265,6 +265,8 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, spec: StreamSpec) -> None:
         self.spec = spec
+        #: `source.binlog_archive`'s files, listed for each trigger's head and batch end.
+        self.archive = BinlogArchive(spec.archive) if spec.archive is not None else None
         self.target: BinlogOffset | None = None
         self.position, self.since = spec.start, 0
 
@@ -274,8 +276,8 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _head(self) -> BinlogOffset:
         """The binlog head with its GTID position, on the query's lineage (an archive's: the
         end of its newest file)."""
-        if self.spec.archive is not None:
-            return BinlogArchive(self.spec.archive).head()
+        if self.archive is not None:
+            return self.archive.head()
         with connection(self.spec.source) as conn:
             self.spec.check_server(conn)
             return gtid_head(conn).on(self.spec.start.lineage)
@@ -306,8 +308,8 @@ class BinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             head = min(head, self.spec.stop)
         if head <= position:
             return stream_offset(position, since)
-        if self.spec.archive is not None:  # a file per batch: files end between transactions
-            return stream_offset(min(head, BinlogArchive(self.spec.archive).next_end(position)), 0)
+        if self.archive is not None:  # a file per batch: files end between transactions
+            return stream_offset(min(head, self.archive.next_end(position)), 0)
         budget = self.spec.budget(max_bytes)
         if budget.max_bytes is not None or budget.max_changes is not None:
             head = bounded_end(self.spec.source, self.spec.server_id, position, head, budget)

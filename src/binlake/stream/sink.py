@@ -77,6 +77,8 @@ class BatchSink:
         self._query_id: str | None = None
         self._last: tuple[int, BinlogOffset | None] | None = None  # the last batch's id and end
         self._retention_due = time.monotonic() + RETENTION_CHECK_S  # the start checked already
+        #: `source.binlog_archive`'s files, whose head each batch's lag is measured against.
+        self.archive = BinlogArchive(spec.archive) if spec.archive is not None else None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if is_connect(batch.sparkSession):  # a Spark Connect server's worker, not the job's process
@@ -149,9 +151,8 @@ class BatchSink:
         since the batch's newest change was committed (0 once caught up); None if unknown."""
         if end is None:
             return None, None
-        if self.spec.archive is not None:
-            archive = BinlogArchive(self.spec.archive)
-            behind = bytes_behind(end, archive.head(), archive.sizes())
+        if self.archive is not None:
+            behind = bytes_behind(end, self.archive.head(), self.archive.sizes())
             return behind, None if behind else 0.0
         try:
             with connection(self.spec.source) as conn:

@@ -112,6 +112,39 @@ def test_tables_outside_the_capture_are_not_read(tmp_path: Path) -> None:
     )
 
 
+def test_each_file_is_opened_for_its_magic_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream lists the archive several times per trigger: a file known to be a binlog is
+    not opened again, a file added since is, and one still empty (being copied) is looked at
+    again until it holds the magic."""
+    archive = archive_of(tmp_path, bin_000001="mysql-bin.checksum-crc32")
+    (archive.folder / "bin.index").write_text("bin.000001\n")
+    opened: list[str] = []
+    real_open = Path.open
+
+    def counting_open(path: Path, *args: Any, **kwargs: Any) -> Any:
+        opened.append(path.name)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    assert archive.files() == ["bin.000001"]
+    assert sorted(opened) == ["bin.000001", "bin.index"]
+    opened.clear()
+    archive.head(), archive.sizes(), archive.files()  # a listing each
+    assert opened == ["bin.index"] * 3
+    copying = archive.folder / "bin.000002"
+    copying.write_bytes(b"")
+    opened.clear()
+    assert archive.files() == ["bin.000001"]
+    assert sorted(opened) == ["bin.000002", "bin.index"]
+    copying.write_bytes((FIXTURES / "mysql-bin.checksum-crc32").read_bytes())
+    opened.clear()
+    assert archive.files() == ["bin.000001", "bin.000002"]
+    assert archive.files() == ["bin.000001", "bin.000002"]
+    assert sorted(opened) == ["bin.000002", "bin.index", "bin.index"]
+
+
 def test_what_an_archive_cannot_give_is_refused_at_its_offset(tmp_path: Path) -> None:
     """No key in the map and none named; a partial JSON update under a MINIMAL row image (its
     before image lacks the document the diffs change); a file cut inside an event."""
