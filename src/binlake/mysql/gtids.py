@@ -19,9 +19,8 @@ new server must hold every GTID of the set (`lacks`), and the place its GTID dum
 have the set before it (`_ends_there`), else the stream would read twice or skip.
 
 python-mysql-replication 1.0.17 neither decodes MySQL 8.4's tagged GTID events (type 42, passed
-on undecoded: binlake reads the GTID from the event's bytes, `gtid_after_event`) nor sends a
-tagged GTID set in a GTID dump: a tagged set cannot be found by a dump (`offset_of_gtid`
-refuses it with the reason).
+on undecoded: binlake reads the GTID from the event's bytes, `gtid_after_event`) nor encodes a
+tagged GTID set for a GTID dump (binlake's encoding is sent instead: `replication`).
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ import pymysql
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, NotImplementedEvent
 
 from binlake.config.settings import SourceConfig
-from binlake.errors import SourceError
 from binlake.model.gtid_sets import Gtid, GtidSet, is_gtid_set
 from binlake.model.offsets import BinlogOffset
 from binlake.mysql.binlog_files import tagged_gtid
@@ -237,7 +235,6 @@ def offset_of_gtid(source: SourceConfig, server_id: int, gtid: str) -> BinlogOff
     before it received every transaction the stream read: a history that diverged; on MySQL,
     a `gtid_executed` without every GTID of the set, or a binlog without a place where the set
     ends: `_ends_there`)."""
-    _check_sendable(gtid)
     return reconnecting_read(source)(_offset_of_gtid, source, server_id, gtid)
 
 
@@ -250,16 +247,6 @@ def holds(source: SourceConfig, server_id: int, gtid: str) -> bool:
         return offset_of_gtid(source, server_id, gtid) is not None
     with connection(source) as conn:
         return not lacks(_read_position(conn, _MYSQL_POSITION), gtid)
-
-
-def _check_sendable(gtid: str) -> None:
-    """python-mysql-replication 1.0.17 parses a GTID dump's set itself and knows no tags."""
-    if is_gtid_set(gtid) and any(tag for (_, tag), _ in GtidSet.parse(gtid).members):
-        raise SourceError(
-            f"the GTID set {gtid} holds tagged GTIDs (MySQL 8.4's uuid:tag:n), which "
-            "python-mysql-replication 1.0.17 cannot send in a GTID binlog dump: binlake cannot "
-            "find this position in the source's binlog by GTID"
-        )
 
 
 def _offset_of_gtid(source: SourceConfig, server_id: int, gtid: str) -> BinlogOffset | None:

@@ -1,17 +1,23 @@
 """The replication connection: a binlog dump opened at an offset or a GTID position, as every
-binlog read opens it, and retried as a binlog read is when the source drops it."""
+binlog read opens it, and retried as a binlog read is when the source drops it.
+
+A MySQL GTID dump (COM_BINLOG_DUMP_GTID) carries the set in MySQL's binary form. The library
+encodes it with its own GtidSet, which knows no tags (MySQL 8.4's `uuid:tag:n`); on import,
+the name its binlog stream builds the set by is bound to `DumpGtidSet`, binlake's encoding
+(`GtidSet.encode`: byte for byte what servers write in PREVIOUS_GTIDS, tagged and untagged).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication import BinLogStreamReader, binlogstream
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 from tenacity import Retrying
 
 from binlake.config.secrets import source_password
 from binlake.config.settings import SourceConfig
-from binlake.model.gtid_sets import is_gtid_set
+from binlake.model.gtid_sets import GtidSet, is_gtid_set
 from binlake.model.offsets import BinlogOffset
 from binlake.mysql import table_maps  # noqa: F401  # importing it parses each TABLE_MAP once
 from binlake.mysql.connection import Connection
@@ -23,6 +29,24 @@ from binlake.mysql.tls import tls_options
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 #: The row events of the captured tables.
 ROW_EVENTS = [WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent]
+
+
+class DumpGtidSet:
+    """A GTID set as python-mysql-replication's binlog dump asks its encoding (the two members
+    it reads of its own GtidSet), encoded by binlake: tagged sets included."""
+
+    def __init__(self, text: str) -> None:
+        self._encoded = GtidSet.parse(text).encode()
+
+    @property
+    def encoded_length(self) -> int:
+        return len(self._encoded)
+
+    def encoded(self) -> bytes:
+        return self._encoded
+
+
+binlogstream.GtidSet = DumpGtidSet
 
 
 def open_stream(

@@ -7,6 +7,7 @@ real MySQL bytes come from the binlog files in fixtures/mysql-binlogs/.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +19,7 @@ from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, NotImplemented
 from pymysqlreplication.gtid import GtidSet as LibraryGtidSet
 
 from binlake.config.settings import Config, SourceConfig
-from binlake.errors import BinlogResetError, SourceError
+from binlake.errors import BinlogResetError
 from binlake.lake.files import LakeFiles
 from binlake.model.gtid_sets import GtidSet, is_gtid_set
 from binlake.model.offsets import BinlogOffset
@@ -379,10 +380,69 @@ def test_a_server_lacking_part_of_the_set_does_not_hold_it(answering: Any) -> No
     assert fake.dumps == []
 
 
-def test_a_tagged_set_cannot_be_sent_by_the_library(answering: Any) -> None:
-    answering(FakeMySQL(2, {"mysql-bin.000001": [f"{A}:t:1"]}))
-    with pytest.raises(SourceError, match="tagged GTIDs"):
-        gtids.offset_of_gtid(SOURCE, 9, f"{A}:1:t:1")
+def test_a_tagged_set_is_found_by_a_dump(answering: Any) -> None:
+    """A set holding a tagged GTID (MySQL 8.4) is sent in a GTID dump like any other: the
+    position after the tagged transaction is found, where the set ends."""
+    uuid = TAGGED.split(":")[0]
+    file = "mysql-bin.000001"
+    fake = answering(FakeMySQL(2, {file: [f"{uuid}:1", TAGGED, f"{uuid}:2", f"{uuid}:3"]}))
+    position = f"{uuid}:1:mytag:3"
+    found = gtids.offset_of_gtid(SOURCE, 9, position)
+    assert found is not None and found.gtid == position
+    assert found.pos == fake.transactions[2][1]  # where the third transaction begins
+    assert fake.dumps == [position]
+
+
+class _Server:
+    """The stream connection python-mysql-replication opens for a dump: what it writes kept,
+    a MySQL 8.4 server's answers to its statements (checksums on), an OK to each packet."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.written: list[bytes] = []
+        self._next_seq_id = 0
+
+    def cursor(self) -> Any:
+        return self
+
+    def execute(self, sql: str, args: Any = None) -> None:
+        self.sql = sql
+
+    def fetchone(self) -> tuple[str, str]:
+        return ("binlog_checksum", "CRC32")
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+    def _write_bytes(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def _read_packet(self) -> Any:
+        return pymysql.protocol.MysqlPacket(b"\x00\x00\x00\x02\x00\x00\x00", "utf8")
+
+
+def test_the_library_s_dump_sends_a_tagged_set_as_mysql_writes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The COM_BINLOG_DUMP_GTID packet python-mysql-replication writes for binlake's dump from
+    MySQL 9.6.0's tagged set ends with the set's binary form byte for byte as that server wrote
+    it in its PREVIOUS_GTIDS event (fixtures/mysql-binlogs), the packet's length field counting
+    it; its own encoder knows no tags."""
+    (previous,) = [
+        e for e in read_binlog_file(FIXTURES / "binlog_transaction_with_GTID_TAG.000001")
+        if e.gtid_set is not None
+    ]  # fmt: skip
+    raw = (FIXTURES / "binlog_transaction_with_GTID_TAG.000001").read_bytes()
+    body = raw[previous.offset + 19 : previous.log_pos - 4]  # after the header, before the CRC
+    monkeypatch.setattr(replication, "Connection", _Server)
+    monkeypatch.setattr(replication, "source_password", lambda source: "secret")
+    stream = replication.open_stream(SOURCE, 7, previous.gtid_set)
+    stream._BinLogStreamReader__connect_to_stream()
+    dump = stream._stream_connection.written[-1]
+    assert dump[4] == 0x1E  # COM_BINLOG_DUMP_GTID
+    assert dump.endswith(struct.pack("<I", len(body)) + body)
+    assert int.from_bytes(dump[:4], "little") == len(dump) - 4
+    with pytest.raises(ValueError, match="GTID format is incorrect"):
+        LibraryGtidSet(previous.gtid_set).encoded()
 
 
 # Lineage on MySQL: the stream's position found again on a promoted replica.
