@@ -11,6 +11,7 @@ resumes from its checkpoint), then silver compared with the live table.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -232,7 +233,15 @@ def test_a_servers_own_binlog_files_stream_in_two_runs_exactly_with_writes_racin
         time.sleep(0.5)
     later = _copy_closed(sql, copied[-1], folder)[1:]
     assert later
+    # status reads the stream's place in the archive: behind by the files copied since.
+    check_archive(config, "status")
+    before = commands.status(config, lambda: spark, as_json=True)
+    waiting = sum((folder / name).stat().st_size for name in later)
+    assert json.loads(before)["stream"]["lag_bytes"] == waiting
     commands.stream(spark, config, available_now=True)
+    after = json.loads(commands.status(config, lambda: spark, as_json=True))["stream"]
+    newest = f"{later[-1]}:{(folder / later[-1]).stat().st_size}"
+    assert (after["lag_bytes"], after["offset"], after["head"]) == (0, newest, newest)
 
     assert_lands_exactly(spark, db_env, config, "items")
     silver = lake_table(config.lake, "silver", database, "items").read(spark)
@@ -254,6 +263,8 @@ def test_an_archive_is_refused_clearly_where_it_cannot_serve(
         check_archive(config, "stream")
     with pytest.raises(ConfigError, match="`binlake snapshot` reads the server"):
         check_archive(config, "snapshot")
+    with pytest.raises(ConfigError, match="`binlake verify` reads the server"):
+        check_archive(config, "verify")
     missing = make_config(source={"binlog_archive": str(tmp_path / "nowhere")})
     with pytest.raises(SourceError, match="is not a folder"):
         check_archive(missing, "stream")

@@ -48,14 +48,18 @@ def preflight(
 
 
 def check_archive(config: Config, command: str) -> None:
-    """A binlog archive (`source.binlog_archive`) is read by the stream alone, and must hold
-    binlog files; the lake must be writable. Nothing connects to a server."""
-    if command != "stream":
+    """A binlog archive (`source.binlog_archive`) is read by the stream alone (`status` reads
+    how far the stream is in it), and must hold binlog files; the stream's lake must be
+    writable. Nothing connects to a server."""
+    if command not in ("stream", "status"):
         raise ConfigError(
             f"source.binlog_archive is read by `binlake stream` alone: `binlake {command}` "
             "reads the server (leave source.binlog_archive out of its config)"
         )
-    check_lake(config)
+    if command == "stream":
+        check_lake(config)
+    else:
+        check_lake_root(config.lake)
     BinlogArchive(config.source.binlog_archive or "").files()
 
 

@@ -36,6 +36,7 @@ from binlake.lake.paths import (
 from binlake.lake.stream_tables import StreamTables
 from binlake.lake.tables import PathTable, lake_table
 from binlake.model.offsets import bytes_behind
+from binlake.mysql.binlog_archive import BinlogArchive
 from binlake.mysql.connection import connection
 from binlake.mysql.lineage import current_lineage
 from binlake.mysql.retention import duration, expiry_seconds
@@ -75,14 +76,19 @@ class StreamLag:
 
 def stream_lag(files: LakeFiles, config: Config) -> StreamLag | None:
     """Bytes of binlog the stream has not applied yet, and seconds since it last caught up;
-    None before its first batch."""
+    None before its first batch. A binlog archive's stream (`source.binlog_archive`) is
+    measured against the end of the archive's newest file."""
     offset = checkpoint_offset(files, config)
     if offset is None:
         return None
-    with connection(with_resolved_password(config.source)) as conn:
-        head = current_offset(conn).on(current_lineage(files, config).number)
-        sizes = binlog_sizes(conn)
-        expiry = expiry_seconds(conn)
+    if config.source.binlog_archive is not None:  # the end of its newest file; never purged
+        archive = BinlogArchive(config.source.binlog_archive)
+        head, sizes, expiry = archive.head(), archive.sizes(), None
+    else:
+        with connection(with_resolved_password(config.source)) as conn:
+            head = current_offset(conn).on(current_lineage(files, config).number)
+            sizes = binlog_sizes(conn)
+            expiry = expiry_seconds(conn)
     behind = bytes_behind(offset, head, sizes)
     commits = join(checkpoint_path(config), "commits")
     newest = max(batch_ids(files, commits), default=None)
