@@ -48,6 +48,7 @@ from datetime import date
 from typing import Any
 
 from bench import snapshot
+from bench.archive_reads import archive_reads, archive_reads_markdown
 from bench.backlog import backlog_drain
 from bench.common import RESULTS, ROOT, WORK, Bench, env_int, say, start_spark
 from bench.decode import decode_speed
@@ -65,7 +66,7 @@ from bench.stream import stream_burst
 #: `BENCH_ONLY`'s values: each runs one scenario alone.
 ALONE = (
     "stream", "many_tables", "backlog", "startup", "merge_source", "small_merges",
-    "insert_merges", "rewrite_drift", "history_reads", "scale", "rate_cap",
+    "insert_merges", "rewrite_drift", "history_reads", "scale", "rate_cap", "archive_reads",
 )  # fmt: skip
 
 
@@ -127,6 +128,8 @@ def main_alone(bench: Bench, only: str, stamp: str) -> int:
         return main_scale(bench, f"{stamp}-scale")
     if only == "rate_cap":
         return main_rate_cap(bench, f"rate-cap-{stamp}")
+    if only == "archive_reads":
+        return main_archive_reads(bench, f"archive-reads-{stamp}")
     assert only == "history_reads", only
     return main_history_reads(f"history-reads-{stamp}")
 
@@ -354,6 +357,20 @@ def main_history_reads(stamp: str) -> int:
 
     results = {"date": stamp, **history_reads()}
     text = history_reads_markdown(results)
+    for p in report.write_alone(RESULTS, stamp, results, text):
+        say(f"wrote {p.relative_to(ROOT)}")
+    print(text, flush=True)
+    return 0
+
+
+def main_archive_reads(bench: Bench, stamp: str) -> int:
+    """`BENCH_ONLY=archive_reads`: a binlog archive's read against the library's decoding of
+    the same files (bench/archive_reads.py), written to
+    bench/results/archive-reads-<date>[-tag].json/.md."""
+    from bench import report
+
+    results = {"date": stamp, "archive_reads": archive_reads(bench)}
+    text = archive_reads_markdown(results)
     for p in report.write_alone(RESULTS, stamp, results, text):
         say(f"wrote {p.relative_to(ROOT)}")
     print(text, flush=True)

@@ -21,6 +21,7 @@ source's are). A partial JSON update under a FULL row image is read whole, as a 
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -182,7 +183,7 @@ class ArchiveRead:
     def file(self, path: Path, stop: BinlogOffset) -> Iterator[RowChange | SchemaChange]:
         """The changes of one file up to `stop`."""
         payload_end = 0
-        for event in read_binlog_file(path):
+        for event in read_binlog_file(path, library_rows=False):
             end = event.log_pos if not event.in_payload else payload_end
             if event.type_code == TRANSACTION_PAYLOAD:
                 payload_end = event.log_pos
@@ -229,12 +230,7 @@ class ArchiveRead:
             yield changed
         if not has_full_images(decoded):
             raise _refused(path, event, "a row event without a FULL row image (binlog_row_image)")
-        assert layout.decoder is not None
-        body = event.row_images or b""
-        if event.type_code == _PARTIAL_UPDATE_ROWS:
-            images = list(partial_update_images(layout.schema, layout.columns, body))
-        else:
-            images = list(decode_images(layout.decoder, body))
+        images = _images(layout, event, path)
         pairs: list[tuple[Row | None, Row | None]]
         if isinstance(decoded, rows.UpdateRowsEvent):
             op, pairs = Op.UPDATE, list(zip(images[::2], images[1::2], strict=True))
@@ -344,6 +340,22 @@ class _Where:
 
     def refused(self, why: str) -> SourceError:
         return _refused(self.path, self.event, f"{short_statement(self.statement)!r}: {why}")
+
+
+def _images(layout: _Layout, event: FileEvent, path: Path) -> list[Row]:
+    """Every row image of a rows event, by binlake's decoder (the file reader leaves the rows
+    to it: `library_rows=False`); bytes it cannot read are refused at the event's offset."""
+    assert layout.decoder is not None
+    body = event.row_images or b""
+    try:
+        if event.type_code == _PARTIAL_UPDATE_ROWS:
+            return list(partial_update_images(layout.schema, layout.columns, body))
+        return list(decode_images(layout.decoder, body))
+    except (SourceError, ValueError, IndexError, struct.error) as e:
+        raise SourceError(
+            f"binlog file {path} at byte offset {event.offset}: the row images of "
+            f"{layout.schema.qualified} cannot be decoded: {e}"
+        ) from e
 
 
 def _refused(path: Path, event: FileEvent, what: str) -> SourceError:

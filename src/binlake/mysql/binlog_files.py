@@ -143,19 +143,22 @@ ColumnNames = Mapping[tuple[str, str], Sequence[str]]
 
 
 def read_binlog_file(
-    path: Path | str, column_names: ColumnNames | None = None
+    path: Path | str, column_names: ColumnNames | None = None, library_rows: bool = True
 ) -> Iterator[FileEvent]:
     """Every event of the binlog file at `path`, in file order, those inside each
     TRANSACTION_PAYLOAD right after it.
 
     `column_names` maps `(schema, table)` to the table's column names, for files written with
     `binlog_row_metadata=MINIMAL`, whose table maps carry none (`@1`, `@2` … otherwise).
-    Raises `SourceError` at the first byte that cannot be a binlog's."""
+    Raises `SourceError` at the first byte that cannot be a binlog's. With `library_rows`, each
+    rows event's rows are decoded by the library as it is read (`decoded.rows`; a malformed row
+    fails at its offset); a caller decoding the row images itself (`FileEvent.row_images`, with
+    binlake's decoder) turns it off: the library's decoding would cost it most of its read."""
     path = Path(path)
     with path.open("rb") as file:
         if file.read(len(MAGIC)) != MAGIC:
             raise SourceError(f"{path} is not a binlog file: it does not begin with \\xfebin")
-        reader = _Reader(path, column_names or {})
+        reader = _Reader(path, column_names or {}, library_rows)
         yield from reader.events(file)
 
 
@@ -178,8 +181,9 @@ class _Reader:
     """The decoding state a file's events share: its FORMAT_DESCRIPTION (server version,
     checksum, post-header lengths) and the table maps seen so far."""
 
-    def __init__(self, path: Path, column_names: ColumnNames) -> None:
+    def __init__(self, path: Path, column_names: ColumnNames, library_rows: bool = True) -> None:
         self.path = path
+        self.library_rows = library_rows
         self.server = _NoServer(column_names)
         self.version: tuple[int, ...] = (0, 0, 0)
         self.checksum = False
@@ -310,12 +314,13 @@ class _Reader:
 
     def _learn(self, decoded: Any) -> None:
         """What later events need from this one: the FORMAT_DESCRIPTION's server version and
-        post-header lengths; every row read now, so a malformed one fails at its offset."""
+        post-header lengths; with `library_rows`, every row read now, so a malformed one fails
+        at its offset."""
         if isinstance(decoded, ev.FormatDescriptionEvent):
             self.version = decoded.mysql_version
             self.post_header_lengths = decoded.post_header_len
             self.server.dbms = "mariadb" if "MariaDB" in decoded.mysql_version_str else "mysql"
-        elif isinstance(decoded, rows.RowsEvent):
+        elif self.library_rows and isinstance(decoded, rows.RowsEvent):
             _ = decoded.rows
 
     def _payload_events(self, body: bytes, offset: int) -> Iterator[FileEvent]:
@@ -350,7 +355,7 @@ def payload_events(event: ev.NotImplementedEvent, stream: Any) -> Iterator[FileE
     undecoded, decoded with the stream's own table maps (a map inside joins them, as the
     library's TABLE_MAP decoding does) and its server's format, as if they had arrived one by
     one."""
-    reader = _Reader(Path(f"{stream.log_file} (live)"), {})
+    reader = _Reader(Path(f"{stream.log_file} (live)"), {}, library_rows=False)
     reader.version = stream.mysql_version
     reader.post_header_lengths = getattr(stream, "_BinLogStreamReader__post_header_lengths", None)
     reader.table_map = stream.table_map

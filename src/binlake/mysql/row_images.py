@@ -151,11 +151,22 @@ def _generated(
 
 def decode_images(decoder: ImageDecoder, body: bytes) -> Iterator[Row]:
     """Every row image of a rows event body, in order (an update row is its before image, then
-    its after image: images are self-delimiting, the caller pairs them)."""
+    its after image: images are self-delimiting, the caller pairs them). A last image that
+    ends past the body is a `SourceError`: its values were read from bytes that are not its
+    own (a slice past the end is short, not an error)."""
     pos, end = 0, len(body)
     while pos < end:
         row, pos = decoder(body, pos)
         yield row
+    _check_end(pos, end)
+
+
+def _check_end(pos: int, end: int) -> None:
+    if pos != end:
+        raise SourceError(
+            f"a rows event's last row image ends {pos - end} bytes past the event: its bytes "
+            "are not laid out as its table map says"
+        )
 
 
 def partial_update_images(
@@ -194,6 +205,7 @@ def partial_update_images(
                 made[i] = _json(after[i])
         yield tuple(whole)
         yield tuple(made)
+    _check_end(pos, end)
 
 
 def _partial_bits(body: bytes, pos: int, json_columns: int) -> tuple[int, int]:

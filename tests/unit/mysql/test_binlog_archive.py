@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zlib
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +19,7 @@ from binlake.model.capture import Capture
 from binlake.model.changes import Op, RowChange
 from binlake.model.offsets import BinlogOffset
 from binlake.mysql.binlog_archive import TABLE_MAP_STATEMENT, ArchiveRead, BinlogArchive
-from binlake.mysql.binlog_files import FileEvent
+from binlake.mysql.binlog_files import FileEvent, read_binlog_file
 from binlake.mysql.schema_history import SchemaChange
 
 from .partial_json_file import full_image_partial_file
@@ -182,6 +183,26 @@ def test_a_partial_json_update_under_a_full_row_image_is_read_whole(tmp_path: Pa
         assert json.loads(document) == {**json.loads(change.before[1]), "age": age}
         assert (json.loads(document)["name"], age) == (name, change.before[3] + 1)
     assert [c.after[0] for c in partial if c.after] == [1, 2, 3, 4, 5, 6]
+
+
+def test_row_images_not_laid_out_as_their_table_map_says_are_refused(tmp_path: Path) -> None:
+    """A value's length changed inside a WRITE_ROWS' images (its CRC32 made to match): the
+    archive's read decodes rows with binlake's decoder alone, which must not yield values read
+    past the event; the file and the event's offset are named."""
+    archive = archive_of(tmp_path, bin_000001="mysql-enum-string-set.000001")
+    path = archive.folder / "bin.000001"
+    data = bytearray(path.read_bytes())
+    (write, *_) = [e for e in read_binlog_file(path) if e.type_code == 30]
+    assert write.row_images is not None
+    images_at = write.log_pos - 4 - len(write.row_images)
+    data[images_at + 1] = 0xFF  # f1's length: 100 → 255 (after the one-byte null bitmap)
+    crc = zlib.crc32(bytes(data[write.offset : write.log_pos - 4]))
+    data[write.log_pos - 4 : write.log_pos] = crc.to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        SourceError, match=rf"bin\.000001 at byte offset {write.offset}: the row images of mysql\.t"
+    ):
+        changes(archive, "mysql", {"t": "f1"})
 
 
 def _statements(read: ArchiveRead, *statements: str) -> list[SchemaChange]:
