@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import re
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime, time, timedelta
@@ -154,12 +155,14 @@ def apply_json_diffs(document: Any, diffs: Iterable[JsonDiff]) -> Any:
     return result
 
 
-_LEG = re.compile(r'\.([^.\[\s"]+)|\."((?:[^"\\]|\\.)*)"|\[(\d+)\]')
+_LEG = re.compile(r'\.([^.\[\s"]+)|\."((?:[^"\\]|\\.)*)"|\[(\d+)\]|\[\s*last(?:\s*-\s*(\d+))?\s*\]')
 
 
 def _path_legs(path: str) -> list[bytes | int]:
-    """A JSON diff's path (`$`, `$.a`, `$."a b"[2]`) as its legs: member names as bytes (as the
-    library keys objects), array positions as ints."""
+    """A JSON diff's path (`$`, `$.a`, `$."a b"[2]`, `$[last]`, `$[last-1]`) as its legs:
+    member names as bytes (as the library keys objects), a quoted one read as the JSON string
+    it is (escapes included), array positions as ints, `last-N` as -(N+1): Python's index of
+    that element, which reads, replaces, removes and inserts before it as MySQL does."""
     if not path.startswith("$"):
         raise ValueError(f"JSON diff path {path!r} does not start at $")
     legs: list[bytes | int] = []
@@ -168,12 +171,15 @@ def _path_legs(path: str) -> list[bytes | int]:
         leg = _LEG.match(path, position)
         if leg is None:
             raise ValueError(f"JSON diff path {path!r} cannot be read at {position}")
-        member, quoted, index = leg.groups()
+        member, quoted, index, back = leg.groups()
         if index is not None:
             legs.append(int(index))
+        elif member is not None:
+            legs.append(member.encode())
+        elif quoted is not None:
+            legs.append(json.loads(f'"{quoted}"').encode())
         else:
-            name = member if member is not None else re.sub(r"\\(.)", r"\1", quoted)
-            legs.append(name.encode())
+            legs.append(-1 - int(back or 0))
         position = leg.end()
     return legs
 

@@ -199,13 +199,25 @@ def partial_update_images(
                         f"a partial JSON update of {table.qualified}.{table.columns[i].name} "
                         "has no document before it (a NULL before image)"
                     )
-                document = json_value(before[i][0], before[i][1:]) if before[i] else None
-                made[i] = json_text(apply_json_diffs(document, json_diffs(after[i])))
+                made[i] = _patched(table, i, before[i], after[i])
             else:
                 made[i] = _json(after[i])
         yield tuple(whole)
         yield tuple(made)
     _check_end(pos, end)
+
+
+def _patched(table: TableSchema, column: int, document: bytes, diffs: bytes) -> str:
+    """The JSON text of binary `document` after `diffs` (a partial update's, of `column`)."""
+    try:
+        before = json_value(document[0], document[1:]) if document else None
+        return json_text(apply_json_diffs(before, json_diffs(diffs)))
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise SourceError(
+            f"a partial JSON update of {table.qualified}.{table.columns[column].name} cannot be "
+            f"applied to the document before it ({e}): re-snapshot the table "
+            f"(`binlake snapshot --tables {table.name} --reset`)"
+        ) from e
 
 
 def _partial_bits(body: bytes, pos: int, json_columns: int) -> tuple[int, int]:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pymysqlreplication.json_binary import JsonDiff, JsonDiffOperation
+from pymysqlreplication.json_binary import JsonDiffOperation
 
 from binlake.errors import SourceError
 from binlake.mysql.binlog_files import FileEvent, read_binlog_file
-from binlake.mysql.json_values import apply_json_diffs, json_diffs
+from binlake.mysql.json_values import apply_json_diffs
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "mysql-binlogs"
 #: The GPL-licensed truncated files, read where the reference set is (not vendored here).
@@ -287,33 +287,6 @@ def test_a_full_row_image_partial_update_is_made_whole_in_the_event(tmp_path: Pa
     assert row["before_values"]["@2"] == {b"a": 1}
     assert row["after_values"]["@2"] == {b"a": 2, b"b": 3}
     assert row["after_values"]["@1"] == 7
-
-
-def test_json_diffs_apply_in_order_as_mysql_applies_them() -> None:
-    document = {b"a": [1, 2, 3], b"b": {b"c": "x"}, b"key d": 4}
-    diffs = [
-        JsonDiff(JsonDiffOperation.Replace, b"$.b.c", "y"),
-        JsonDiff(JsonDiffOperation.Insert, b"$.a[1]", 9),
-        JsonDiff(JsonDiffOperation.Remove, b"$.a[0]"),
-        JsonDiff(JsonDiffOperation.Insert, b"$.e", True),
-        JsonDiff(JsonDiffOperation.Remove, b'$."key d"'),
-    ]
-    assert apply_json_diffs(document, diffs) == {b"a": [9, 2, 3], b"b": {b"c": "y"}, b"e": True}
-    assert document[b"a"] == [1, 2, 3]  # not changed
-    assert apply_json_diffs(document, [JsonDiff(JsonDiffOperation.Replace, b"$", 1)]) == 1
-
-
-def test_every_diff_of_a_column_is_read() -> None:
-    # op, path (length-encoded), value (length-encoded binary JSON: type 5 = int16)
-    replace = b"\x00\x05$.age\x03\x05\x1a\x00"
-    remove = b"\x02\x06$.data"
-    insert = b"\x01\x05$.new\x03\x05\x01\x00"
-    diffs = list(json_diffs(replace + remove + insert))
-    assert [(d.op, d.path, d.value) for d in diffs] == [
-        (JsonDiffOperation.Replace, b"$.age", 26),
-        (JsonDiffOperation.Remove, b"$.data", None),
-        (JsonDiffOperation.Insert, b"$.new", 1),
-    ]
 
 
 def fixture_bytes(name: str) -> bytes:

@@ -205,6 +205,17 @@ def test_a_partial_json_update_is_applied_to_the_before_images_document() -> Non
     ]
 
 
+def test_a_partial_json_update_that_does_not_fit_its_document_is_refused() -> None:
+    """A diff removing a member the document lacks (the before image is not what MySQL
+    changed): a clear error naming the column, not a KeyError."""
+    schema = table(ID, Column("a", "json", "json", True))
+    mapped = [Mapped(LONGLONG), Mapped(245, length_size=4)]
+    before = b"\x00" + struct.pack("<q", 5) + _json_column(_object(b=2))
+    after = b"\x01\x01\x00" + struct.pack("<q", 5) + _json_column(b"\x02\x03$.c")
+    with pytest.raises(SourceError, match=r"update of db\.t\.a cannot be applied .* --reset"):
+        list(partial_update_images(schema, mapped, before + after))
+
+
 def test_a_partial_json_update_of_a_null_document_is_refused() -> None:
     schema = table(ID, Column("a", "json", "json", True))
     mapped = [Mapped(LONGLONG), Mapped(245, length_size=4)]
