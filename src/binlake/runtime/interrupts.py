@@ -22,6 +22,13 @@ from binlake.runtime.spark import is_connect
 
 log = logging.getLogger(__name__)
 
+#: Set by the quiet handler as it raises `KeyboardInterrupt`. Python ignores an exception raised
+#: in a finalizer or a weakref callback ("Exception ignored in …"), and py4j runs one for every
+#: Java object Python lets go: an interrupt landing there would be lost, and a stream asked to
+#: stop by SIGTERM would run on. The main thread's polling waits raise it again
+#: (`raise_if_interrupted`).
+_INTERRUPTED = threading.Event()
+
 
 def quiet_interrupts(spark: SparkSession) -> None:
     """From now on, a SIGINT silences every log line and thread traceback, then cancels
@@ -34,6 +41,7 @@ def quiet_interrupts(spark: SparkSession) -> None:
     previous = signal.getsignal(signal.SIGINT)
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
+        _INTERRUPTED.set()
         logging.disable(logging.CRITICAL)
         threading.excepthook = lambda _: None
         if in_gateway_call(frame):
@@ -79,6 +87,15 @@ def stop_requests(notice: str) -> Iterator[threading.Event]:
         yield stopping
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def raise_if_interrupted() -> None:
+    """Raise again, once, a `KeyboardInterrupt` the quiet handler raised (`quiet_interrupts`):
+    the main thread's polling waits call it, so an interrupt Python ignored where it landed
+    (a finalizer) still stops the command within one poll."""
+    if _INTERRUPTED.is_set():
+        _INTERRUPTED.clear()
+        raise KeyboardInterrupt
 
 
 def in_gateway_call(frame: FrameType | None) -> bool:

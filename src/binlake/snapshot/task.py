@@ -56,7 +56,7 @@ from binlake.mysql.lineage import source_lineage
 from binlake.mysql.prerequisites import validate
 from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, schema_history
 from binlake.mysql.server import current_offset
-from binlake.runtime.interrupts import stop_requests
+from binlake.runtime.interrupts import raise_if_interrupted, stop_requests
 from binlake.runtime.spark import task_slots
 from binlake.snapshot.batch_reads import TailReads, chunk_reports, chunk_results, read_chunks
 from binlake.snapshot.chunk_states import by_table
@@ -303,6 +303,7 @@ class ChunkScheduler:
         marked_at = time.monotonic()
         failure: BaseException | None = None
         while running:
+            raise_if_interrupted()
             with contextlib.suppress(queue.Empty):
                 waiting.append(self._committed.get(timeout=MARK_EVERY_S))
             waiting += self._drain()

@@ -49,6 +49,7 @@ from binlake.mysql.retention import warn_if_purge_near
 from binlake.mysql.schema_history import SchemaEntry, SchemaHistory, entry_at, schema_history
 from binlake.mysql.server import head_offset, logs_column_names
 from binlake.mysql.transactions import first_offset_at_or_after
+from binlake.runtime.interrupts import raise_if_interrupted
 from binlake.runtime.spark import (
     DETERMINISTIC_MERGE_SOURCES,
     KEY_SETS_BY_REFERENCE,
@@ -639,6 +640,7 @@ def _await(query: StreamingQuery, seconds: float) -> None:
     jobs at once."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and query.isActive:
+        raise_if_interrupted()
         time.sleep(0.2)
 
 

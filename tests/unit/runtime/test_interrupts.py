@@ -8,11 +8,14 @@ import os
 import signal
 import sys
 import threading
-from types import FrameType
+import weakref
+from types import FrameType, SimpleNamespace
 
 import pytest
 
-from binlake.runtime.interrupts import in_gateway_call, stop_requests
+from binlake.runtime import interrupts
+from binlake.runtime.interrupts import in_gateway_call, raise_if_interrupted, stop_requests
+from binlake.stream.task import _await
 
 
 def _frame_inside(module: str) -> FrameType:
@@ -70,3 +73,32 @@ def test_outside_the_main_thread_nothing_is_installed() -> None:
     thread.start()
     thread.join()
     assert seen == [True]
+
+
+class _JavaObject:
+    """Stands for a py4j JavaObject: Python lets it go, and a weakref callback runs."""
+
+
+def test_an_interrupt_python_ignored_in_a_finalizer_stops_the_stream_s_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGTERM landed while py4j's weakref callback ran (it garbage-collects the Java side of
+    every object Python drops): the quiet handler's KeyboardInterrupt was printed as "Exception
+    ignored" and the continuous stream ran on. The handler's record of it is raised again by
+    the stream's wait, once."""
+
+    def handler_raising() -> None:  # what `quiet_interrupts`' handler does at its end
+        interrupts._INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    ignored: list[type[BaseException]] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda raised: ignored.append(raised.exc_type))
+    held = _JavaObject()
+    finalizer = weakref.ref(held, lambda _ref: handler_raising())
+    del held  # the callback runs; Python ignores what it raises
+    assert finalizer() is None and ignored == [KeyboardInterrupt]
+    query = SimpleNamespace(isActive=True)
+    with pytest.raises(KeyboardInterrupt):
+        _await(query, 5.0)  # type: ignore[arg-type]
+    raise_if_interrupted()  # raised once: nothing left
+    _await(query, 0.3)  # type: ignore[arg-type]
